@@ -1,0 +1,1 @@
+"""Sub-commands beyond import/info, registered with :func:`crosstune.cli.command`."""

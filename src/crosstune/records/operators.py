@@ -1,0 +1,171 @@
+"""Operator descriptions: what the workload of a task computes, parsed from its key.
+
+A workload key is TVM's JSON list naming the compute function and its shape arguments, either named
+(``["conv2d_layer", 128, 1008, 42, 42, 168, 1, 1, 1, 0]``) or, as in TenSet, a hash of the compute DAG
+followed by the tensor shapes (``["d7b65649a4dd54becea0a52aabbc5af5", 1, 1000, 1, 1000]``). Named keys
+give an operator kind and a FLOP estimate; hashed keys give only their shape arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+
+import orjson
+
+OP_KINDS: tuple[str, ...] = (
+    "unknown", "conv2d", "depthwise_conv2d", "conv2d_transpose", "conv3d", "matmul", "batch_matmul",
+    "dense", "pool", "reduction", "elementwise", "softmax", "norm", "sparse", "fused",
+)
+OP_KIND_ID = {name: i for i, name in enumerate(OP_KINDS)}
+
+# Strings in workload keys (padding modes, pool types, dtypes) as small stable codes.
+_STRING_CODES = {"SAME": 1.0, "VALID": 2.0, "avg": 1.0, "max": 2.0, "float32": 32.0, "float16": 16.0,
+                 "int8": 8.0, "true": 1.0, "false": 0.0}
+
+_HASH_KEY = re.compile(r"^[0-9a-f]{32}$")
+
+
+class WorkloadKeyError(ValueError):
+    """A workload key that is not a JSON list starting with a name or hash."""
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    """What a task computes. ``args`` are the numeric shape arguments of the key, flattened."""
+
+    name: str
+    kind: str
+    args: tuple[float, ...]
+    flops: float  # NaN where the operator is unknown
+
+    @property
+    def kind_id(self) -> int:
+        return OP_KIND_ID.get(self.kind, 0)
+
+
+def task_id_of(workload_key: str) -> str:
+    """Stable id of a workload (independent of hardware), 16 hex digits."""
+    return hashlib.blake2b(workload_key.encode(), digest_size=8).hexdigest()
+
+
+def _flatten(values: list) -> list[float]:
+    out: list[float] = []
+    for value in values:
+        if isinstance(value, bool):
+            out.append(float(value))
+        elif isinstance(value, (int, float)):
+            out.append(float(value))
+        elif isinstance(value, list):
+            out.extend(_flatten(value))
+        elif isinstance(value, str):
+            out.append(_STRING_CODES.get(value, 0.0))
+        # None and other values carry no shape information
+    return out
+
+
+def _out_size(size: int, kernel: int, stride: int, padding: object) -> int:
+    if padding == "SAME":
+        return -(-size // stride)
+    if padding == "VALID":
+        return (size - kernel) // stride + 1
+    pad = padding[0] if isinstance(padding, list) else padding
+    return (size + 2 * int(pad) - kernel) // stride + 1
+
+
+def _prod(values) -> float:
+    result = 1.0
+    for v in values:
+        result *= float(v)
+    return result
+
+
+def _named_flops(name: str, a: list) -> tuple[str, float]:
+    """Operator kind and FLOP estimate for the named workloads of TVM's tutorials and the TenSet/Roller
+    scripts. Unknown layouts give NaN rather than a wrong number."""
+    try:
+        if name == "conv2d_layer":
+            if isinstance(a[7], list):  # TVM tutorial: N, H, W, CO, CI, KH, KW, stride[2], padding[2]
+                n, h, w, co, ci, kh, kw, stride, pad = a[:9]
+                oh, ow = _out_size(h, kh, stride[0], pad), _out_size(w, kw, stride[1], pad)
+            else:  # TenSet/Roller scripts: N, CI, H, W, CO, KH, KW, stride, padding
+                n, ci, h, w, co, kh, kw, stride, pad = a[:9]
+                oh, ow = _out_size(h, kh, stride, pad), _out_size(w, kw, stride, pad)
+            return "conv2d", 2.0 * n * co * oh * ow * ci * kh * kw
+        if name == "depthwise_conv2d_layer":
+            n, c, h, w, kh, kw, stride, pad = a[:8]
+            return "depthwise_conv2d", 2.0 * n * c * _out_size(h, kh, stride, pad) * _out_size(w, kw, stride, pad) * kh * kw
+        if name in ("matmul_layer", "matmul", "matmul_add", "dense_layer"):
+            m, k, n = a[:3]
+            return ("dense" if name == "dense_layer" else "matmul"), 2.0 * m * k * n
+        if name in ("batch_matmul_layer", "batch_matmul"):
+            b, m, k, n = a[:4]
+            return "batch_matmul", 2.0 * b * m * k * n
+        if name == "pool_layer":
+            _, n, c, h, w, kh, kw, stride, pad = a[:9]
+            return "pool", float(n * c * _out_size(h, kh, stride, pad) * _out_size(w, kw, stride, pad) * kh * kw)
+        if name == "reduction_layer":
+            return "reduction", _prod(a[0])
+        if name in ("relu_layer", "add_layer", "elementwise_layer"):
+            return "elementwise", _prod(a[:4])
+        if name == "sparse_dense":
+            return "sparse", math.nan
+    except (TypeError, ValueError, IndexError, ZeroDivisionError):
+        return _guess_kind(name), math.nan
+    return _guess_kind(name), math.nan
+
+
+def _guess_kind(name: str) -> str:
+    lowered = name.lower()
+    for needle, kind in (("depthwise", "depthwise_conv2d"), ("conv2d_transpose", "conv2d_transpose"),
+                         ("conv3d", "conv3d"), ("conv", "conv2d"), ("batch_matmul", "batch_matmul"),
+                         ("matmul", "matmul"), ("dense", "dense"), ("pool", "pool"), ("softmax", "softmax"),
+                         ("norm", "norm"), ("sparse", "sparse"), ("reduc", "reduction"), ("sum", "reduction"),
+                         ("mean", "reduction"), ("relu", "elementwise"), ("add", "elementwise")):
+        if needle in lowered:
+            return kind
+    return "unknown"
+
+
+def parse_workload_key(workload_key: str) -> Operator:
+    """Parse an Ansor workload key (a JSON string). Raises WorkloadKeyError when it does not parse."""
+    try:
+        value = orjson.loads(workload_key)
+    except orjson.JSONDecodeError as err:
+        raise WorkloadKeyError(f"workload key is not JSON: {err}") from None
+    if not isinstance(value, list) or not value or not isinstance(value[0], str):
+        raise WorkloadKeyError("workload key is not a list starting with a name or hash")
+    name, args = value[0], value[1:]
+    numeric = tuple(_flatten(args))
+    if _HASH_KEY.match(name):
+        return Operator(name=name, kind="unknown", args=numeric, flops=math.nan)
+    kind, flops = _named_flops(name, args)
+    return Operator(name=name, kind=kind, args=numeric, flops=flops)
+
+
+def operator_from_shapes(block_names: list[str], shapes: list[list[int]]) -> Operator:
+    """Operator of a MetaSchedule workload from its SBlock names and its parameter shapes (inputs
+    first, output last, as TVM orders a PrimFunc's buffers)."""
+    anchor = next((b for b in block_names if _guess_kind(b) not in ("unknown", "elementwise")), None)
+    if anchor is None:
+        anchor = next((b for b in block_names if b != "root"), "unknown")
+    kind = _guess_kind(anchor)
+    if kind == "unknown" and any(b.startswith("T_") for b in block_names):
+        kind = "elementwise"
+    if sum(1 for b in block_names if b != "root") > 2 and kind in ("elementwise", "unknown"):
+        kind = "fused"
+    args = tuple(float(d) for shape in shapes for d in shape)
+    flops = math.nan
+    if shapes:
+        out = _prod(shapes[-1])
+        if kind in ("conv2d", "depthwise_conv2d", "conv2d_transpose", "conv3d") and len(shapes) >= 3:
+            flops = 2.0 * out * _prod(shapes[1][1:])
+        elif kind in ("matmul", "dense", "batch_matmul") and len(shapes) >= 3:
+            flops = 2.0 * out * float(shapes[0][-1])
+        elif kind in ("reduction", "pool", "softmax", "norm"):
+            flops = _prod(shapes[0])
+        else:
+            flops = out
+    return Operator(name=anchor, kind=kind, args=args, flops=flops)
