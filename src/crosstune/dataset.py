@@ -65,6 +65,7 @@ SCHEMA = pa.schema([
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write a file so that readers see the old or the new content, never a partial one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     with open(tmp, "w") as stream:
         stream.write(text)

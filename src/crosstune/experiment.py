@@ -1,0 +1,174 @@
+"""Train, evaluate and compare cost models on honest splits (the library behind train/eval/compare).
+
+A trained model directory also records which records it learned from (``train_records.json``), so
+that ``evaluate`` leaves them out by default: a few-shot model is never scored on its own fine-tuning
+programs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from .dataset import Dataset, atomic_write_text, load_dataset
+from .errors import CrosstuneError
+from .metrics import evaluate
+from .models import CostModel, create_model, load_model
+from .models.neural import NeuralCostModel
+from .splits import Split, holdout_groups, load_network_map, make_split, sample_per_group
+from .train import TrainConfig
+
+TRAIN_RECORDS = "train_records.json"
+VALID_FRACTION = 0.1
+
+
+@dataclass
+class SplitOptions:
+    kind: str = "by-hardware"
+    test_hardware: list[str] = field(default_factory=list)
+    test_fraction: float = 0.2
+    test_operators: list[str] = field(default_factory=list)
+    network_map: str | None = None
+    test_networks: list[str] = field(default_factory=list)
+    target_fraction: float = 0.0  # few-shot: this share of each test group is given to training
+
+    def make(self, ds: Dataset, seed: int) -> tuple[Split, np.ndarray]:
+        """(split, few-shot records taken from the test side)."""
+        split = make_split(ds, self.kind, seed=seed, test_fraction=self.test_fraction,
+                           test_hardware=self.test_hardware or None, test_operators=self.test_operators or None,
+                           network_map=load_network_map(self.network_map) if self.network_map else None,
+                           test_networks=self.test_networks or None)
+        few_shot = np.array([], dtype=np.int64)
+        if self.target_fraction:
+            if not 0.0 < self.target_fraction < 1.0:
+                raise CrosstuneError(f"--target-fraction must be in (0, 1), not {self.target_fraction}")
+            few_shot = sample_per_group(ds, split.test, self.target_fraction, seed)
+            split = Split(split.kind, split.train, np.setdiff1d(split.test, few_shot),
+                          f"{split.description}; {self.target_fraction:.0%} of each test task given for fine-tuning")
+        return split, few_shot
+
+
+@dataclass
+class TrainOutcome:
+    model: CostModel
+    split: Split
+    few_shot: np.ndarray
+    seconds: float
+    samples_per_second: float
+    history: dict
+
+
+def _fine_tune_config(cfg: TrainConfig) -> TrainConfig:
+    # A few short epochs at a lower rate adapt the model without forgetting what it learned.
+    return replace(cfg, epochs=max(2, cfg.epochs // 3), lr=cfg.lr / 4)
+
+
+def train_on_split(ds: Dataset, kind: str, split: Split, few_shot: np.ndarray, cfg: TrainConfig,
+                   out: Path | None = None, resume: bool = False, progress: bool = True) -> TrainOutcome:
+    """Train ``kind`` on ``split.train`` (validating on held-out groups of it); with few-shot records,
+    neural models are then fine-tuned on them and XGBoost is trained on both."""
+    model = create_model(kind, cfg)
+    fit_rows, valid_rows = holdout_groups(ds, split.train, VALID_FRACTION, cfg.seed)
+    started = time.perf_counter()
+    checkpoint = out / "checkpoint" if out is not None else None
+    if isinstance(model, NeuralCostModel):
+        history = model.fit(ds.select(fit_rows), ds.select(valid_rows), checkpoint_dir=checkpoint, resume=resume,
+                            progress=progress)
+        if len(few_shot):
+            fine_tune, fine_valid = holdout_groups(ds, few_shot, VALID_FRACTION, cfg.seed)
+            model.train_config = _fine_tune_config(cfg)
+            tuned = model.fit(ds.select(fine_tune), ds.select(fine_valid if len(fine_valid) else fine_tune),
+                              checkpoint_dir=checkpoint.with_name("checkpoint-finetune") if checkpoint else None,
+                              resume=resume, progress=progress, warm_start=True)
+            history = {"pretrain": history, "fine_tune": tuned}
+    else:
+        rows = np.union1d(fit_rows, few_shot)
+        history = model.fit(ds.select(rows), ds.select(valid_rows), progress=progress)
+    seconds = time.perf_counter() - started
+    trained = int(ds.valid[fit_rows].sum()) * max(1, cfg.epochs if isinstance(model, NeuralCostModel) else 1)
+    outcome = TrainOutcome(model, split, few_shot, seconds, trained / seconds if seconds else 0.0, history)
+    if out is not None:
+        save_trained(outcome, ds, out)
+    return outcome
+
+
+def save_trained(outcome: TrainOutcome, ds: Dataset, out: Path) -> None:
+    outcome.model.save(out)
+    trained_on = np.union1d(outcome.split.train, outcome.few_shot)
+    atomic_write_text(out / TRAIN_RECORDS, json.dumps({
+        "split": outcome.split.kind, "description": outcome.split.description,
+        "record_ids": [f"{int(r):016x}" for r in ds.record_id[trained_on]],
+        "train_seconds": outcome.seconds, "samples_per_second": outcome.samples_per_second,
+    }))
+
+
+def trained_record_ids(model_dir: Path) -> set[int]:
+    path = Path(model_dir) / TRAIN_RECORDS
+    if not path.is_file():
+        return set()
+    try:
+        return {int(r, 16) for r in json.loads(path.read_text())["record_ids"]}
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as err:
+        raise CrosstuneError(f"{path}: corrupt ({err})") from None
+
+
+def evaluate_model_dir(model_dir: str | Path, datasets: Sequence[str], hardware: Sequence[str] | None = None,
+                       include_training_records: bool = False) -> tuple[dict, dict]:
+    """Metrics of a saved model on ``datasets`` (optionally some hardware only); records the model
+    was trained on are left out unless asked. Returns (metrics, notes)."""
+    model = load_model(model_dir)
+    ds = load_dataset(datasets, hardware=list(hardware) if hardware else None)
+    notes = {"records": len(ds)}
+    if not include_training_records:
+        seen = trained_record_ids(Path(model_dir))
+        if seen:
+            keep = ~np.isin(ds.record_id, np.fromiter(seen, dtype=np.uint64, count=len(seen)))
+            notes["left_out_training_records"] = int((~keep).sum())
+            ds = ds.select(keep)
+    if len(ds) == 0 or not ds.valid.any():
+        raise CrosstuneError("nothing to evaluate: no valid records left (all were training records or failed)")
+    return evaluate_model(model, ds, notes)
+
+
+def evaluate_model(model: CostModel, ds: Dataset, notes: dict | None = None) -> tuple[dict, dict]:
+    notes = dict(notes or {})
+    from .features import featurize
+
+    normalizer = getattr(model, "normalizer", None)
+    if normalizer is not None:
+        feats = featurize(ds, normalizer)
+        if feats.unseen_kind_tokens:
+            notes["tokens_of_kinds_never_seen_in_training"] = feats.unseen_kind_tokens
+        if feats.nonfinite_values:
+            notes["non_finite_feature_values_zeroed"] = feats.nonfinite_values
+    scores = model.predict(ds)
+    return evaluate(ds, scores), notes
+
+
+@dataclass
+class Comparison:
+    split: Split
+    results: dict[str, dict] = field(default_factory=dict)  # model kind -> metrics
+    timings: dict[str, dict] = field(default_factory=dict)
+
+
+def compare_models(ds: Dataset, kinds: Sequence[str], split_options: SplitOptions, cfg: TrainConfig,
+                   progress: bool = True, out: Path | None = None) -> Comparison:
+    """Train every model kind on the same split and evaluate all of them on the same test records."""
+    split, few_shot = split_options.make(ds, cfg.seed)
+    test = ds.select(split.test)
+    comparison = Comparison(split)
+    for kind in kinds:
+        outcome = train_on_split(ds, kind, split, few_shot, cfg, out / kind if out else None, progress=progress)
+        started = time.perf_counter()
+        scores = outcome.model.predict(test)
+        predict_s = time.perf_counter() - started
+        comparison.results[kind] = evaluate(test, scores)
+        comparison.timings[kind] = {"train_seconds": outcome.seconds, "train_samples_per_second": outcome.samples_per_second,
+                                    "predict_programs_per_second": len(test) / predict_s if predict_s else 0.0}
+    return comparison

@@ -1,0 +1,141 @@
+"""Model inputs from a Dataset: normalised token, operator and hardware features.
+
+Normalisation statistics come from the training data and are saved with the model, so a model scores
+new programs exactly as it saw its training programs. Token arguments are normalised per primitive
+kind (a split's slot 2 is a log-extent, a fuse's slot 2 an iterator index). Hardware features are
+normalised with statistics of the built-in registry plus the training hardware, so that an unseen
+machine lands on a scale the model knows even when training saw one hardware only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import tokens
+from .dataset import Dataset
+from .errors import CrosstuneError
+from .hardware.registry import HardwareSpec, builtin_specs
+
+OP_FEATURES = 14  # 12 log shape arguments, log2(1 + FLOPs), has-FLOPs flag
+
+
+def operator_matrix(ds: Dataset) -> np.ndarray:
+    flops = np.nan_to_num(ds.flops, nan=0.0, posinf=0.0)
+    return np.concatenate([ds.op_args, np.log2(1.0 + np.maximum(flops, 0))[:, None],
+                           np.isfinite(ds.flops)[:, None].astype(np.float32)], axis=1).astype(np.float32)
+
+
+def hardware_matrix(ds: Dataset) -> np.ndarray:
+    """(hardware index -> feature vector) for the dataset's hardware."""
+    rows = []
+    for name in ds.hardware_names:
+        if name not in ds.specs:
+            raise CrosstuneError(f"hardware {name!r} has no descriptor in the dataset manifest")
+        rows.append(ds.specs[name].feature_vector())
+    return np.asarray(rows, dtype=np.float32)
+
+
+def _mean_std(values: np.ndarray, axis=0) -> tuple[np.ndarray, np.ndarray]:
+    mean = values.mean(axis=axis) if len(values) else np.zeros(values.shape[1:], np.float32)
+    std = values.std(axis=axis) if len(values) else np.ones(values.shape[1:], np.float32)
+    return mean.astype(np.float32), np.where(std > 1e-6, std, 1.0).astype(np.float32)
+
+
+@dataclass
+class Normalizer:
+    token_mean: np.ndarray  # (kinds, NUM_ARGS)
+    token_std: np.ndarray
+    op_mean: np.ndarray
+    op_std: np.ndarray
+    hw_mean: np.ndarray
+    hw_std: np.ndarray
+    kinds_seen: np.ndarray  # bool (kinds,): kinds present in the training data
+
+    @classmethod
+    def fit(cls, ds: Dataset) -> "Normalizer":
+        n_kinds = len(tokens.KINDS)
+        token_mean = np.zeros((n_kinds, tokens.NUM_ARGS), np.float32)
+        token_std = np.ones((n_kinds, tokens.NUM_ARGS), np.float32)
+        seen = np.zeros(n_kinds, dtype=bool)
+        kinds = ds.kinds.astype(np.int64)
+        order = np.argsort(kinds, kind="stable")
+        boundaries = np.searchsorted(kinds[order], np.arange(n_kinds + 1))
+        for kind in range(n_kinds):
+            rows = order[boundaries[kind]:boundaries[kind + 1]]
+            if len(rows):
+                seen[kind] = True
+                token_mean[kind], token_std[kind] = _mean_std(ds.args[rows])
+        op_mean, op_std = _mean_std(operator_matrix(ds))
+        hw_rows = [s.feature_vector() for s in builtin_specs().values()]
+        hw_rows += [ds.specs[name].feature_vector() for name in ds.hardware_names]
+        hw_mean, hw_std = _mean_std(np.asarray(hw_rows, np.float32))
+        return cls(token_mean, token_std, op_mean, op_std, hw_mean, hw_std, seen)
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k).tolist() for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Normalizer":
+        try:
+            return cls(**{k: np.asarray(data[k], dtype=bool if k == "kinds_seen" else np.float32)
+                          for k in cls.__dataclass_fields__})
+        except (KeyError, TypeError, ValueError) as err:
+            raise CrosstuneError(f"model normalisation statistics are incomplete or corrupt ({err})") from None
+
+
+@dataclass
+class Features:
+    """A dataset as normalised arrays. Kinds the model never saw become ``unknown`` (counted)."""
+
+    offsets: np.ndarray
+    kinds: np.ndarray  # int64 (tokens,)
+    cats: np.ndarray  # int64 (tokens,)
+    args: np.ndarray  # float32 (tokens, NUM_ARGS)
+    op_kind: np.ndarray  # int64 (n,)
+    op: np.ndarray  # float32 (n, OP_FEATURES)
+    hw: np.ndarray  # float32 (n, hw features)
+    unseen_kind_tokens: int
+    nonfinite_values: int
+
+    def __len__(self) -> int:
+        return len(self.op)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def padded(self, rows: np.ndarray, max_len: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(kinds, cats, args, mask) for ``rows`` padded to the longest program (or cropped/padded to
+        ``max_len`` when a model asks for a fixed length). ``mask`` is True at real tokens."""
+        lengths = self.lengths[rows]
+        width = int(lengths.max()) if max_len is None and len(rows) else int(max_len or 1)
+        width = max(width, 1)
+        positions = np.arange(width)
+        mask = positions[None, :] < np.minimum(lengths, width)[:, None]
+        gather = np.where(mask, self.offsets[rows][:, None] + positions[None, :], 0)
+        kinds = np.where(mask, self.kinds[gather], 0)
+        cats = np.where(mask, self.cats[gather], 0)
+        args = np.where(mask[..., None], self.args[gather], 0.0).astype(np.float32)
+        return kinds, cats, args, mask
+
+
+def featurize(ds: Dataset, norm: Normalizer) -> Features:
+    kinds = ds.kinds.astype(np.int64)
+    unseen = ~norm.kinds_seen[kinds]
+    kinds = np.where(unseen, tokens.KIND_ID["unknown"], kinds)
+    args = (ds.args - norm.token_mean[kinds]) / norm.token_std[kinds]
+    op = (operator_matrix(ds) - norm.op_mean) / norm.op_std
+    hw = ((hardware_matrix(ds) - norm.hw_mean) / norm.hw_std)[ds.hardware]
+    nonfinite = int((~np.isfinite(args)).sum() + (~np.isfinite(op)).sum() + (~np.isfinite(hw)).sum())
+    if nonfinite:  # defined result: a non-finite input contributes nothing rather than poisoning the batch
+        args, op, hw = (np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0) for a in (args, op, hw))
+    cats = ds.cats.astype(np.int64)
+    cats = np.where((cats >= 0) & (cats < len(tokens.CATEGORIES)), cats, tokens.OTHER_CAT)
+    return Features(ds.offsets, kinds, cats, args.astype(np.float32), ds.op_kind.astype(np.int64),
+                    op.astype(np.float32), hw.astype(np.float32), int(unseen.sum()), nonfinite)
+
+
+def spec_vectors(specs: dict[str, HardwareSpec]) -> dict[str, list[float]]:
+    return {name: spec.feature_vector() for name, spec in specs.items()}

@@ -1,0 +1,114 @@
+"""The cross-feature cost model: attention over program x operator x hardware features.
+
+A program is a sequence of schedule-primitive tokens; each becomes an embedding of its kind and string
+category plus an MLP of its numeric arguments, plus a sinusoidal position (any length, no cropping).
+The hardware descriptor and the operator descriptor each get their own learned embedding and enter the
+sequence as two extra tokens, so that self-attention lets every program token look at the machine and
+the operator it is scheduled for. A padding mask keeps padded positions out of attention. The head
+reads the pooled program tokens next to the hardware and operator tokens and gives one score.
+
+``crossfeat-nohw`` is the same network without the hardware and operator tokens (the ablation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import tokens
+from ..features import OP_FEATURES, Features
+from ..hardware.registry import FEATURE_NAMES
+from ..records.operators import OP_KINDS
+from .neural import NeuralCostModel
+
+
+@dataclass
+class CrossFeatConfig:
+    d_model: int = 64
+    heads: int = 4
+    layers: int = 2
+    ff_dim: int = 128
+    dropout: float = 0.0
+    use_cross_features: bool = True  # False = crossfeat-nohw
+
+
+def _mlp(n_in: int, n_hidden: int, n_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(n_in, n_hidden), nn.GELU(), nn.Linear(n_hidden, n_out))
+
+
+def sinusoidal_positions(length: int, dim: int, device: torch.device) -> torch.Tensor:
+    position = torch.arange(length, device=device, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, dim, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(length, dim, device=device)
+    table[:, 0::2] = torch.sin(position * freq)
+    table[:, 1::2] = torch.cos(position * freq[: dim // 2])
+    return table
+
+
+class CrossFeatNet(nn.Module):
+    def __init__(self, cfg: CrossFeatConfig):
+        super().__init__()
+        d = cfg.d_model
+        self.cfg = cfg
+        self.kind_embedding = nn.Embedding(len(tokens.KINDS), d, padding_idx=0)
+        self.cat_embedding = nn.Embedding(len(tokens.CATEGORIES), d)
+        self.arg_mlp = _mlp(tokens.NUM_ARGS, d, d)
+        layer = nn.TransformerEncoderLayer(d, cfg.heads, cfg.ff_dim, cfg.dropout, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d)
+        extra = 0
+        if cfg.use_cross_features:
+            self.hardware_mlp = _mlp(len(FEATURE_NAMES), d, d)
+            self.operator_mlp = _mlp(OP_FEATURES, d, d)
+            self.op_kind_embedding = nn.Embedding(len(OP_KINDS), d)
+            self.type_embedding = nn.Embedding(2, d)  # marks the hardware and operator tokens
+            extra = 2
+        self.head = _mlp(d * (1 + extra), d, 1)
+
+    def forward(self, kinds, cats, args, mask, op_kind, op, hw) -> torch.Tensor:
+        x = self.kind_embedding(kinds) + self.cat_embedding(cats) + self.arg_mlp(args)
+        x = x + sinusoidal_positions(x.shape[1], x.shape[2], x.device)
+        keep = mask
+        if self.cfg.use_cross_features:
+            hardware = self.hardware_mlp(hw) + self.type_embedding.weight[0]
+            operator = self.operator_mlp(op) + self.op_kind_embedding(op_kind) + self.type_embedding.weight[1]
+            x = torch.cat([hardware[:, None], operator[:, None], x], dim=1)
+            keep = torch.cat([torch.ones_like(mask[:, :2]), mask], dim=1)
+        h = self.norm(self.encoder(x, src_key_padding_mask=~keep))
+        extra = 2 if self.cfg.use_cross_features else 0
+        program = h[:, extra:]
+        weights = mask.unsqueeze(-1).to(h.dtype)
+        pooled = (program * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+        parts = [pooled] + ([h[:, 0], h[:, 1]] if extra else [])
+        return self.head(torch.cat(parts, dim=-1)).squeeze(-1)
+
+
+class CrossFeatModel(NeuralCostModel):
+    kind = "crossfeat"
+    config_cls = CrossFeatConfig
+
+    def build_net(self) -> nn.Module:
+        return CrossFeatNet(self.config)
+
+    def batch_tensors(self, feats: Features, rows: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
+        kinds, cats, args, mask = feats.padded(rows)
+        return {
+            "kinds": torch.from_numpy(kinds).to(device), "cats": torch.from_numpy(cats).to(device),
+            "args": torch.from_numpy(args).to(device), "mask": torch.from_numpy(mask).to(device),
+            "op_kind": torch.from_numpy(feats.op_kind[rows]).to(device),
+            "op": torch.from_numpy(feats.op[rows]).to(device), "hw": torch.from_numpy(feats.hw[rows]).to(device),
+        }
+
+
+class CrossFeatNoHwModel(CrossFeatModel):
+    kind = "crossfeat-nohw"
+
+    def __init__(self, config: CrossFeatConfig | None = None, train_config=None):
+        config = config or CrossFeatConfig()
+        config.use_cross_features = False
+        super().__init__(config, train_config)

@@ -1,0 +1,110 @@
+"""TLP (Zhai et al., ASPLOS'23) re-implemented on crosstune tokens.
+
+As in TLP: the step sequence is cropped/padded to a fixed length (25 steps x 22 features for CPU
+hardware, 40 x 20 for GPUs); each step is a one-hot of its kind plus its numeric arguments; a
+per-token MLP 64 -> 128 -> 256 -> 256, one multi-head self-attention layer with a residual, two
+residual blocks, a per-token linear decoder summed over tokens; LambdaRank over the (mixed) batch;
+Adam with lr 7e-4. TLP has no padding mask: padded steps are zero vectors that still pass through
+attention, exactly as in the original.
+
+Mapping our 30 primitive kinds onto TLP's fixed width: the kinds below get one-hot slots, every other
+kind shares an ``other`` slot; the step's string category becomes one scaled number; the 8 argument
+slots follow. CPU: 13 + 1 + 8 = 22 features; GPU: 11 + 1 + 8 = 20.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import tokens
+from ..dataset import Dataset
+from ..features import Features
+from ..train import TrainConfig
+from .neural import NeuralCostModel
+
+_GPU_KINDS = (("split",), ("follow_split",), ("follow_fused_split",), ("reorder",), ("fuse",), ("bind", "vthread"),
+              ("unroll", "parallel", "vectorize"), ("compute_at", "reverse_compute_at"),
+              ("compute_inline", "compute_root", "reverse_compute_inline"), ("cache_read", "cache_write"))
+_CPU_KINDS = (("split",), ("follow_split",), ("follow_fused_split",), ("reorder",), ("fuse",), ("parallel",),
+              ("vectorize",), ("unroll",), ("compute_at", "reverse_compute_at"),
+              ("compute_inline", "compute_root", "reverse_compute_inline"), ("cache_read", "cache_write"), ("rfactor",))
+
+
+@dataclass
+class TLPConfig:
+    target: str = "gpu"  # "cpu": 25 steps x 22 features; "gpu": 40 x 20
+    heads: int = 8
+
+    @property
+    def max_steps(self) -> int:
+        return 25 if self.target == "cpu" else 40
+
+    @property
+    def buckets(self) -> tuple[tuple[str, ...], ...]:
+        return _CPU_KINDS if self.target == "cpu" else _GPU_KINDS
+
+    @property
+    def features(self) -> int:
+        return len(self.buckets) + 1 + 1 + tokens.NUM_ARGS  # kind slots + other + category + args
+
+
+class TLPNet(nn.Module):
+    def __init__(self, cfg: TLPConfig):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(cfg.features, 64), nn.ReLU(), nn.Linear(64, 128), nn.ReLU(),
+                                     nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU())
+        self.attention = nn.MultiheadAttention(256, cfg.heads, batch_first=True)
+        self.residual1 = nn.Sequential(nn.Linear(256, 256), nn.ReLU())
+        self.residual2 = nn.Sequential(nn.Linear(256, 256), nn.ReLU())
+        self.decoder = nn.Linear(256, 1)
+
+    def forward(self, steps: torch.Tensor) -> torch.Tensor:
+        h = self.encoder(steps)
+        attended, _ = self.attention(h, h, h, need_weights=False)
+        h = h + attended
+        h = h + self.residual1(h)
+        h = h + self.residual2(h)
+        return self.decoder(h).sum(dim=(1, 2))
+
+
+class TLPModel(NeuralCostModel):
+    kind = "tlp"
+    config_cls = TLPConfig
+
+    def __init__(self, config: TLPConfig | None = None, train_config: TrainConfig | None = None):
+        train_config = train_config or TrainConfig()
+        train_config.optimizer, train_config.batch_across_groups = "adam", True
+        super().__init__(config, train_config)
+
+    @property
+    def _bucket_of(self) -> np.ndarray:
+        bucket = np.full(len(tokens.KINDS), len(self.config.buckets), dtype=np.int64)
+        for slot, names in enumerate(self.config.buckets):
+            for name in names:
+                bucket[tokens.KIND_ID[name]] = slot
+        return bucket
+
+    def fit(self, train: Dataset, valid: Dataset | None = None, **options) -> dict:
+        # CPU or GPU input shape by the training hardware (most records decide).
+        gpu = sum(int(np.sum(train.hardware == i)) for i, n in enumerate(train.hardware_names)
+                  if train.specs[n].kind == "gpu")
+        self.config.target = "gpu" if gpu * 2 >= len(train) else "cpu"
+        return super().fit(train, valid, **options)
+
+    def build_net(self) -> nn.Module:
+        return TLPNet(self.config)
+
+    def batch_tensors(self, feats: Features, rows: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
+        kinds, cats, args, mask = feats.padded(rows, max_len=self.config.max_steps)
+        bucket_of = self._bucket_of
+        n_slots = len(self.config.buckets) + 1
+        onehot = np.zeros(kinds.shape + (n_slots,), dtype=np.float32)
+        np.put_along_axis(onehot, bucket_of[kinds][..., None], 1.0, axis=-1)
+        onehot *= mask[..., None]
+        category = (cats / len(tokens.CATEGORIES)).astype(np.float32)[..., None] * mask[..., None]
+        steps = np.concatenate([onehot, category, args], axis=-1)
+        return {"steps": torch.from_numpy(steps).to(device)}

@@ -1,0 +1,167 @@
+"""Train/test splits of a dataset, all seeded and reproducible.
+
+- ``within-task``: a random fraction of every (task, hardware) group's programs is held out (TenSet's
+  random split; the same tasks are on both sides, so it flatters every model);
+- ``by-task``: whole workloads are held out, on every hardware;
+- ``by-operator``: whole operator kinds (conv2d, matmul, ...) are held out;
+- ``by-network``: the tasks of whole networks are held out (needs a task -> network map); a task used
+  by a held-out network goes to the test side even if a training network uses it too;
+- ``by-hardware``: named hardware is held out ("unseen hardware": it contributes nothing to training).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .dataset import Dataset
+from .errors import CrosstuneError
+from .records.operators import OP_KINDS
+
+SPLIT_KINDS = ("within-task", "by-task", "by-operator", "by-network", "by-hardware")
+
+
+@dataclass
+class Split:
+    kind: str
+    train: np.ndarray  # record indices
+    test: np.ndarray
+    description: str
+
+
+def _check(split: Split) -> Split:
+    if len(split.train) == 0:
+        raise CrosstuneError(f"{split.kind} split ({split.description}) leaves the training side empty")
+    if len(split.test) == 0:
+        raise CrosstuneError(f"{split.kind} split ({split.description}) leaves the test side empty")
+    return split
+
+
+def load_network_map(path: str | Path) -> dict[str, list[str]]:
+    """A JSON object mapping a task id or workload key to a network name or a list of names."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise CrosstuneError(f"{path}: cannot read network map ({err.strerror or err})") from None
+    except json.JSONDecodeError as err:
+        raise CrosstuneError(f"{path}: network map is not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise CrosstuneError(f"{path}: network map must be a JSON object {{task: network}}")
+    return {str(k): [v] if isinstance(v, str) else [str(x) for x in v] for k, v in data.items()}
+
+
+def _task_networks(ds: Dataset, network_map: dict[str, list[str]]) -> list[list[str]]:
+    return [network_map.get(tid) or network_map.get(key) or [] for tid, key in zip(ds.task_ids, ds.workload_keys)]
+
+
+def make_split(ds: Dataset, kind: str, *, seed: int = 0, test_fraction: float = 0.2,
+               test_hardware: Sequence[str] | None = None, test_operators: Sequence[str] | None = None,
+               network_map: dict[str, list[str]] | None = None,
+               test_networks: Sequence[str] | None = None) -> Split:
+    """Split ``ds`` into train and test record indices. Raises CrosstuneError for an impossible split
+    (unknown names, an empty side) before any work is done."""
+    if kind not in SPLIT_KINDS:
+        raise CrosstuneError(f"unknown split {kind!r}; choose one of {', '.join(SPLIT_KINDS)}")
+    if not 0.0 < test_fraction < 1.0:
+        raise CrosstuneError(f"test fraction must be in (0, 1), not {test_fraction}")
+    rng = np.random.default_rng(seed)
+    n = len(ds)
+    if kind == "by-hardware":
+        if not test_hardware:
+            raise CrosstuneError("by-hardware split needs --test-hardware NAME")
+        unknown = [h for h in test_hardware if h not in ds.hardware_names]
+        if unknown:
+            raise CrosstuneError(f"test hardware {', '.join(unknown)} not in the dataset; "
+                                 f"present: {', '.join(ds.hardware_names)}")
+        test = ds.hardware_mask(test_hardware)
+        return _check(Split(kind, np.flatnonzero(~test), np.flatnonzero(test), f"test hardware {', '.join(test_hardware)}"))
+    if kind == "within-task":
+        test = np.zeros(n, dtype=bool)
+        order = rng.permutation(n)
+        group = ds.group[order]
+        ranked = np.argsort(group, kind="stable")  # shuffled records, grouped
+        sorted_group = group[ranked]
+        starts = np.flatnonzero(np.r_[True, sorted_group[1:] != sorted_group[:-1]])
+        sizes = np.diff(np.r_[starts, len(sorted_group)])
+        rank_in_group = np.arange(len(sorted_group)) - np.repeat(starts, sizes)
+        n_test = np.where(sizes >= 2, np.maximum(1, np.round(sizes * test_fraction)), 0).astype(int)
+        chosen = rank_in_group < np.repeat(n_test, sizes)
+        test[order[ranked[chosen]]] = True
+        return _check(Split(kind, np.flatnonzero(~test), np.flatnonzero(test), f"{test_fraction:.0%} of each task"))
+    if kind == "by-task":
+        tasks = rng.permutation(len(ds.task_ids))
+        n_test = max(1, int(round(len(tasks) * test_fraction)))
+        test = np.isin(ds.task, tasks[:n_test])
+        return _check(Split(kind, np.flatnonzero(~test), np.flatnonzero(test), f"{n_test} of {len(tasks)} tasks held out"))
+    if kind == "by-operator":
+        present = sorted({OP_KINDS[k] for k in np.unique(ds.op_kind)})
+        if test_operators:
+            unknown = [o for o in test_operators if o not in present]
+            if unknown:
+                raise CrosstuneError(f"operator kind(s) {', '.join(unknown)} not in the dataset; present: {', '.join(present)}")
+            chosen = list(test_operators)
+        else:  # random kinds until the test side holds about test_fraction of the records
+            counts = {k: int(np.sum(ds.op_kind == OP_KINDS.index(k))) for k in present}
+            chosen, held = [], 0
+            for k in rng.permutation(present):
+                if held >= test_fraction * n:
+                    break
+                if held + counts[k] < n:
+                    chosen.append(str(k))
+                    held += counts[k]
+        test = np.isin(ds.op_kind, [OP_KINDS.index(k) for k in chosen])
+        return _check(Split(kind, np.flatnonzero(~test), np.flatnonzero(test), f"operators {', '.join(chosen)} held out"))
+    # by-network
+    if not network_map:
+        raise CrosstuneError("by-network split needs --network-map FILE.json (task id or workload key -> network)")
+    per_task = _task_networks(ds, network_map)
+    networks = sorted({net for nets in per_task for net in nets})
+    if not networks:
+        raise CrosstuneError("the network map names none of the dataset's tasks")
+    if test_networks:
+        unknown = [t for t in test_networks if t not in networks]
+        if unknown:
+            raise CrosstuneError(f"network(s) {', '.join(unknown)} not in the network map; known: {', '.join(networks)}")
+        chosen = set(test_networks)
+    else:
+        count = max(1, int(round(len(networks) * test_fraction)))
+        chosen = set(rng.permutation(networks)[:count].tolist())
+    test_tasks = [i for i, nets in enumerate(per_task) if chosen.intersection(nets)]
+    mapped = [i for i, nets in enumerate(per_task) if nets]
+    test = np.isin(ds.task, test_tasks)
+    train = ~test & np.isin(ds.task, mapped)
+    return _check(Split(kind, np.flatnonzero(train), np.flatnonzero(test), f"networks {', '.join(sorted(chosen))} held out"))
+
+
+def holdout_groups(ds: Dataset, index: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Split record indices into (fit, validation) by whole (task, hardware) groups, for per-epoch
+    validation and best-epoch selection on tasks the model does not fit."""
+    groups = np.unique(ds.group[index])
+    if len(groups) < 2:
+        return index, index[:0]
+    rng = np.random.default_rng(seed + 7919)
+    n_valid = max(1, int(round(len(groups) * fraction)))
+    valid_groups = rng.permutation(groups)[:n_valid]
+    is_valid = np.isin(ds.group[index], valid_groups)
+    return index[~is_valid], index[is_valid]
+
+
+def sample_per_group(ds: Dataset, index: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """A seeded sample of ``fraction`` of each (task, hardware) group's records, at least one per
+    group (few-shot fine-tuning data from the target hardware)."""
+    if not 0.0 < fraction <= 1.0:
+        raise CrosstuneError(f"fraction must be in (0, 1], not {fraction}")
+    rng = np.random.default_rng(seed + 104729)
+    shuffled = index[rng.permutation(len(index))]
+    groups = ds.group[shuffled]
+    order = np.argsort(groups, kind="stable")
+    shuffled, groups = shuffled[order], groups[order]
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    sizes = np.diff(np.r_[starts, len(groups)])
+    rank = np.arange(len(groups)) - np.repeat(starts, sizes)
+    keep = rank < np.repeat(np.maximum(1, np.round(sizes * fraction)).astype(int), sizes)
+    return np.sort(shuffled[keep])

@@ -1,0 +1,235 @@
+"""The training loop of the neural cost models, readable top to bottom.
+
+Batches are built from groups (one task on one hardware): each batch holds ``groups_per_batch`` chunks
+of up to ``group_size`` programs of one group, and the ranking loss is computed within each chunk.
+Every epoch: train, validate (PCA on held-out groups), keep the best epoch, write a checkpoint.
+``resume`` continues from the last checkpoint after the process was killed. Under torchrun every
+rank takes its share of the epoch's batches and DistributedDataParallel averages the gradients.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from . import distributed
+from .dataset import Dataset, atomic_write_text
+from .errors import CrosstuneError
+from .features import Features, Normalizer, featurize
+from .metrics import validation_pca
+from .models.losses import LOSSES
+
+CHECKPOINT_DIR = "checkpoint"
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 12
+    lr: float = 2e-3
+    weight_decay: float = 1e-4
+    optimizer: str = "adamw"  # adamw | adam
+    loss: str = "lambdarank"  # lambdarank | mse
+    group_size: int = 64
+    groups_per_batch: int = 8
+    batch_across_groups: bool = False  # TLP: one ranking over the whole (mixed) batch
+    grad_clip: float = 1.0
+    seed: int = 0
+    device: str = "cpu"
+
+    def check(self) -> None:
+        if self.loss not in LOSSES:
+            raise CrosstuneError(f"unknown loss {self.loss!r}; choose {', '.join(LOSSES)}")
+        if self.epochs < 1:
+            raise CrosstuneError("--epochs must be at least 1")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise CrosstuneError("--device cuda asked for, but PyTorch sees no CUDA device")
+
+
+def make_batches(group: np.ndarray, rows: np.ndarray, rng: np.random.Generator, cfg: TrainConfig) -> list[np.ndarray]:
+    """One epoch of batches; each batch is a (chunks, group_size) array of row indices, -1 = padding."""
+    if cfg.batch_across_groups:
+        order = rng.permutation(rows)
+        size = cfg.group_size * cfg.groups_per_batch
+        return [order[i:i + size][None, :] for i in range(0, len(order), size)]
+    order = rows[rng.permutation(len(rows))]
+    order = order[np.argsort(group[order], kind="stable")]
+    g = group[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    chunks = []
+    for start, end in zip(starts, np.r_[starts[1:], len(order)]):
+        for s in range(start, end, cfg.group_size):
+            if end - s >= 2:  # a single program has nothing to be ranked against
+                chunks.append(order[s:min(s + cfg.group_size, end)])
+    chunks = [chunks[i] for i in rng.permutation(len(chunks))]
+    batches = []
+    for i in range(0, len(chunks), cfg.groups_per_batch):
+        part = chunks[i:i + cfg.groups_per_batch]
+        matrix = np.full((len(part), cfg.group_size), -1, dtype=np.int64)
+        for j, chunk in enumerate(part):
+            matrix[j, :len(chunk)] = chunk
+        batches.append(matrix)
+    return batches
+
+
+class _Checkpoint:
+    """Model, best model and optimizer state in safetensors; progress in JSON written last."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def save(self, epoch: int, net: torch.nn.Module, best_state: dict, optimizer: torch.optim.Optimizer,
+             history: list, best: dict, normalizer: Normalizer) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+        tensors.update({f"best.{k}": v.detach().cpu().contiguous() for k, v in best_state.items()})
+        opt = optimizer.state_dict()
+        scalars = {}
+        for index, state in opt["state"].items():
+            for name, value in state.items():
+                if torch.is_tensor(value) and value.dim() > 0:
+                    tensors[f"opt.{index}.{name}"] = value.detach().cpu().contiguous()
+                else:
+                    scalars[f"{index}.{name}"] = float(value)
+        name = f"state-{epoch:04d}.safetensors"
+        tmp = self.directory / f".{name}.tmp"
+        save_file(tensors, str(tmp))
+        tmp.replace(self.directory / name)
+        atomic_write_text(self.directory / "progress.json", json.dumps({
+            "epoch": epoch, "tensors": name, "history": history, "best": best, "opt_scalars": scalars,
+            "param_groups": opt["param_groups"], "normalizer": normalizer.to_json()}))
+        for old in self.directory.glob("state-*.safetensors"):
+            if old.name != name:
+                old.unlink(missing_ok=True)
+
+    def load(self) -> tuple[dict, dict] | None:
+        progress_path = self.directory / "progress.json"
+        if not progress_path.is_file():
+            return None
+        try:
+            progress = json.loads(progress_path.read_text())
+            tensors = load_file(str(self.directory / progress["tensors"]))
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as err:
+            raise CrosstuneError(f"{self.directory}: checkpoint is corrupt ({err}); delete it to start over") from None
+        return progress, tensors
+
+
+def _restore_optimizer(optimizer: torch.optim.Optimizer, progress: dict, tensors: dict) -> None:
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key.startswith("opt."):
+            _, index, name = key.split(".", 2)
+            state.setdefault(int(index), {})[name] = value
+    for key, value in progress["opt_scalars"].items():
+        index, name = key.split(".", 1)
+        state.setdefault(int(index), {})[name] = torch.tensor(value)
+    optimizer.load_state_dict({"state": state, "param_groups": progress["param_groups"]})
+
+
+def _scores_matrix(scores: torch.Tensor, batch: np.ndarray) -> torch.Tensor:
+    matrix = torch.zeros(batch.shape, dtype=scores.dtype, device=scores.device)
+    matrix[torch.from_numpy(batch >= 0).to(scores.device)] = scores
+    return matrix
+
+
+def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
+                 checkpoint_dir: Path | None = None, resume: bool = False, progress: bool = True,
+                 on_epoch: Callable[[dict], bool] | None = None, warm_start: bool = False) -> dict:
+    """Fit ``model`` (a NeuralCostModel) and leave it holding its best-validated weights.
+
+    ``on_epoch`` gets each epoch's record (epoch, loss, valid_pca, samples, seconds) and may return
+    True to stop early (the MLPerf-style benchmark stops at its quality target). ``warm_start``
+    continues from the model's current weights and normalisation (few-shot fine-tuning)."""
+    cfg.check()
+    ctx = distributed.context(cfg.device)
+    device = distributed.device_for(ctx, cfg.device)
+    torch.manual_seed(cfg.seed)
+    checkpoint = _Checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
+    saved = checkpoint.load() if (checkpoint is not None and resume) else None
+    if saved:
+        model.normalizer = Normalizer.from_json(saved[0]["normalizer"])
+    elif not (warm_start and model.normalizer is not None):
+        model.normalizer = Normalizer.fit(train)
+    feats: Features = featurize(train, model.normalizer)
+    valid_feats = featurize(valid, model.normalizer) if valid is not None and len(valid) else None
+    labels = torch.from_numpy(train.labels())
+    rows = np.flatnonzero(train.valid)
+    if len(rows) < 2:
+        raise CrosstuneError("the training split has fewer than two valid measurements")
+
+    net = (model.net if warm_start and model.net is not None else model.build_net()).to(device)
+    optimizer_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+    optimizer = optimizer_cls(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay if cfg.optimizer == "adamw" else 0.0)
+    history: list[dict] = []
+    best = {"epoch": -1, "valid_pca": -1.0}
+    best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    first_epoch = 0
+    if saved:
+        progress_data, tensors = saved
+        net.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+        best_state = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")}
+        _restore_optimizer(optimizer, progress_data, tensors)
+        history, best = progress_data["history"], progress_data["best"]
+        first_epoch = progress_data["epoch"] + 1
+    train_net = torch.nn.parallel.DistributedDataParallel(net) if ctx.distributed else net
+    loss_fn = LOSSES[cfg.loss]
+    total_steps = max(1, cfg.epochs)
+
+    epochs = range(first_epoch, cfg.epochs)
+    bar = tqdm(epochs, desc=f"training {model.kind}", disable=not (progress and ctx.is_main), unit="epoch")
+    for epoch in bar:
+        started = time.perf_counter()
+        for group in optimizer.param_groups:  # cosine decay, set per epoch so resume lands on the same value
+            group["lr"] = cfg.lr * 0.5 * (1 + np.cos(np.pi * epoch / total_steps))
+        rng = np.random.default_rng(cfg.seed * 1_000_003 + epoch)
+        batches = make_batches(train.group, rows, rng, cfg)
+        if ctx.distributed:  # every rank the same number of batches, so collectives line up
+            usable = len(batches) - len(batches) % ctx.world_size
+            batches = batches[ctx.rank:usable:ctx.world_size]
+        train_net.train()
+        loss_sum, samples = 0.0, 0
+        for batch in batches:
+            flat = batch[batch >= 0]
+            tensors = model.batch_tensors(feats, flat, device)
+            scores = train_net(**tensors)
+            score_matrix = _scores_matrix(scores, batch)
+            label_matrix = torch.zeros(batch.shape, dtype=torch.float32)
+            label_matrix[torch.from_numpy(batch >= 0)] = labels[flat]
+            loss = loss_fn(score_matrix, label_matrix.to(device), torch.from_numpy(batch >= 0).to(device))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+            optimizer.step()
+            loss_sum += float(loss.detach()) * len(flat)
+            samples += len(flat)
+        seconds = time.perf_counter() - started
+        mean_loss = distributed.all_reduce_mean(ctx, loss_sum / max(samples, 1))
+        valid_pca = float("nan")
+        if valid_feats is not None:
+            model.net = net
+            valid_pca = validation_pca(valid, model.predict_features(valid_feats))
+        record = {"epoch": epoch, "loss": mean_loss, "valid_pca": valid_pca, "samples": samples * ctx.world_size,
+                  "seconds": seconds, "lr": optimizer.param_groups[0]["lr"]}
+        history.append(record)
+        score = valid_pca if np.isfinite(valid_pca) else -mean_loss
+        if score > best["valid_pca"] or best["epoch"] < 0:
+            best = {"epoch": epoch, "valid_pca": score}
+            best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        if checkpoint is not None and ctx.is_main:
+            checkpoint.save(epoch, net, best_state, optimizer, history, best, model.normalizer)
+        bar.set_postfix(loss=f"{mean_loss:.4f}", valid_pca=f"{valid_pca:.4f}")
+        if on_epoch is not None and on_epoch(record):
+            break
+    net.load_state_dict(best_state)
+    model.net = net.eval()
+    distributed.barrier(ctx)
+    return {"epochs": history, "best_epoch": best["epoch"], "best_valid_pca": best["valid_pca"],
+            "config": asdict(cfg), "world_size": ctx.world_size}

@@ -1,0 +1,319 @@
+"""`crosstune collect`: measure real programs of real networks on this machine with MetaSchedule.
+
+Layout of a collection directory (every file written atomically or appended line by line)::
+
+    collection.json               settings, provenance and the task list
+    tasks/<task>.json             the task's TIR module (TVM JSON) and the networks that use it
+    candidates/<task>.json        the sampled programs (MetaSchedule traces), the same for every config
+    <config>/database_*.json      one MetaSchedule JSON database per hardware configuration
+    <config>/failures.jsonl       build and run failures, with their reasons
+    network_map.json              task id -> networks (for by-network splits)
+
+Candidates are drawn mostly by random sampling of the design space (ReplayTrace), so that the data is
+not only a tuner's good programs, plus some programs from a short evolutionary search. A killed
+collection resumes: candidates are stored before measurement and a program counts as measured once
+its record is in the configuration's database.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import shlex
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ..dataset import atomic_write_text
+from ..errors import CrosstuneError
+from ..hardware.local import detect_local
+from ..records.operators import task_id_of
+from . import require_tvm
+from .measure import RpcSettings, configuration, make_builder, make_runner, target_of
+from .networks import extract_network_tasks, get_network
+
+_ANCHOR_WORDS = ("conv", "matmul", "dense", "batch", "softmax", "norm", "pool", "mean")
+_BATCH = 64  # LocalBuilder restarts its worker pool per call: large batches amortise that
+
+
+@dataclass
+class CollectSettings:
+    networks: list[str]
+    configs: list[str]
+    programs_per_task: int
+    tasks_per_network: int = 0  # 0 = all
+    evolutionary_fraction: float = 0.2
+    seed: int = 0
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class CollectSummary:
+    measured: int = 0
+    skipped_already_measured: int = 0
+    failures: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+    dataset: str = ""
+
+    @property
+    def programs_per_minute(self) -> float:
+        return 60.0 * self.measured / self.seconds if self.seconds else 0.0
+
+
+def _plain(value):
+    """TVM's JSON-like objects (Array, Map, IntImm, String) as plain Python values."""
+    import tvm
+
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, tvm.tirx.IntImm):
+        return int(value.value)
+    if isinstance(value, tvm.tirx.FloatImm):
+        return float(value.value)
+    if hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or hasattr(value, "__len__"):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def _task_priority(name: str) -> tuple[int, str]:
+    lowered = name.lower()
+    return (0 if any(w in lowered for w in _ANCHOR_WORDS) else 1, name)
+
+
+def _select_tasks(settings: CollectSettings, out: Path, reference_target) -> list[dict]:
+    import tvm
+    from tvm_ffi import structural_hash
+
+    tasks: dict[str, dict] = {}
+    for network in settings.networks:
+        _, extracted = extract_network_tasks(network, reference_target)
+        extracted = sorted(extracted, key=lambda t: _task_priority(t.task_name))
+        if settings.tasks_per_network:
+            extracted = extracted[: settings.tasks_per_network]
+        for task in extracted:
+            mod = task.dispatched[0]
+            key = str(structural_hash(mod))
+            if key in tasks:
+                tasks[key]["networks"].append(network)
+                continue
+            name = f"{network}.{task.task_name}"
+            tasks[key] = {"name": name, "networks": [network], "weight": int(task.weight), "mod_hash": key}
+            atomic_write_text(out / "tasks" / f"{name}.json",
+                              json.dumps({"name": name, "mod": tvm.ir.save_json(mod)}))
+    return list(tasks.values())
+
+
+def _load_mod(out: Path, task: dict):
+    import tvm
+
+    return tvm.ir.load_json(json.loads((out / "tasks" / f"{task['name']}.json").read_text())["mod"])
+
+
+def _random_candidates(mod, target, count: int, seed: int) -> list[list]:
+    from tvm.s_tir import meta_schedule as ms
+
+    context = ms.TuneContext(mod, target=target, space_generator="post-order-apply",
+                             search_strategy=ms.search_strategy.ReplayTrace(max_fail_count=200),
+                             rand_state=seed + 1, num_threads=1)
+    context.pre_tuning(max_trials=count, num_trials_per_iter=count, design_spaces=context.generate_design_space())
+    found = context.generate_measure_candidates() or []
+    context.post_tuning()
+    return [_plain(candidate.sch.trace.as_json()) for candidate in found]
+
+
+def _evolutionary_candidates(mod, target, count: int, seed: int, work_dir: Path, builder, runner) -> list[list]:
+    """Programs proposed by MetaSchedule's own evolutionary search with its XGBoost model, measured on
+    the reference configuration while searching (two rounds, so the second is model-guided)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if count <= 0:
+        return []
+    strategy = ms.search_strategy.EvolutionarySearch(population_size=256, init_min_unmeasured=64, genetic_num_iters=2)
+    database = ms.tir_integration.tune_tir(
+        mod, target, str(work_dir), max_trials_global=count, num_trials_per_iter=max(1, count // 2),
+        builder=builder, runner=runner, strategy=strategy, seed=seed + 1)
+    return [_plain(record.trace.as_json()) for record in database.get_all_tuning_records()]
+
+
+def _candidates(out: Path, task: dict, settings: CollectSettings, target, builder, runner) -> list[dict]:
+    path = out / "candidates" / f"{task['name']}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    mod = _load_mod(out, task)
+    n_evo = int(round(settings.programs_per_task * settings.evolutionary_fraction))
+    seed = settings.seed * 7919 + int(task["mod_hash"]) % 100_003
+    random_traces = _random_candidates(mod, target, settings.programs_per_task - n_evo, seed)
+    evo_dir = out / "evolutionary" / task["name"]
+    evo_traces = _evolutionary_candidates(mod, target, n_evo, seed, evo_dir, builder, runner)
+    seen, candidates = set(), []
+    for origin, traces in (("random", random_traces), ("evolutionary", evo_traces)):
+        for trace in traces:
+            text = json.dumps(trace, sort_keys=True)
+            if text not in seen:
+                seen.add(text)
+                candidates.append({"origin": origin, "trace": trace})
+    atomic_write_text(path, json.dumps(candidates))
+    return candidates
+
+
+def _measured_traces(database, workload) -> set[str]:
+    return {json.dumps(_plain(r.trace.as_json()), sort_keys=True)
+            for r in database.get_all_tuning_records() if r.workload.same_as(workload)}
+
+
+def _measure_task(out: Path, task: dict, candidates: list[dict], config_name: str, builder, runner,
+                  summary: CollectSummary, bar) -> None:
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.schedule import Schedule, Trace
+
+    config = configuration(config_name)
+    target = target_of(config)
+    db_dir = out / config_name
+    db_dir.mkdir(parents=True, exist_ok=True)
+    database = ms.database.JSONDatabase(path_workload=str(db_dir / "database_workload.json"),
+                                        path_tuning_record=str(db_dir / "database_tuning_record.json"))
+    mod = _load_mod(out, task)
+    workload = database.commit_workload(mod)
+    task["shash"] = str(_plain(workload.as_json())[0])
+    done = _measured_traces(database, workload)
+    todo = [c for c in candidates if json.dumps(c["trace"], sort_keys=True) not in done]
+    summary.skipped_already_measured += len(candidates) - len(todo)
+    bar.update(len(candidates) - len(todo))
+    args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    with open(db_dir / "failures.jsonl", "a") as failures:
+        for start in range(0, len(todo), _BATCH):
+            batch = []
+            for candidate in todo[start:start + _BATCH]:
+                sch = Schedule(mod)
+                Trace.apply_json_to_schedule(candidate["trace"], sch)
+                batch.append(sch)
+            built = builder.build([ms.builder.BuilderInput(sch.mod, target) for sch in batch])
+            run_inputs, run_of = [], {}
+            for i, result in enumerate(built):
+                if result.error_msg is None:
+                    run_of[i] = len(run_inputs)
+                    run_inputs.append(ms.runner.RunnerInput(result.artifact_path, "cpu", args_info))
+            ran = [f.result() for f in runner.run(run_inputs)] if run_inputs else []
+            for i, sch in enumerate(batch):
+                error = built[i].error_msg
+                stage = "build"
+                run_secs = None
+                if error is None:
+                    result = ran[run_of[i]]
+                    error, stage = result.error_msg, "run"
+                    if error is None:
+                        run_secs = [float(s) for s in result.run_secs]
+                if error is not None:
+                    reason = _failure_reason(error)
+                    summary.failures[f"{stage}: {reason}"] += 1
+                    failures.write(json.dumps({"task": task["name"], "stage": stage, "reason": reason}) + "\n")
+                    failures.flush()
+                database.commit_tuning_record(ms.database.TuningRecord(
+                    sch.trace, workload, [tvm.tirx.FloatImm("float32", s) for s in run_secs] if run_secs else None,
+                    target, args_info))
+                summary.measured += 1
+                bar.update(1)
+            bar.set_postfix(failed=sum(summary.failures.values()))
+
+
+def _failure_reason(message: str) -> str:
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "Error" in line or "Timeout" in line or "error" in line:
+            return line[:160]
+    return (lines[-1] if lines else "unknown")[:160]
+
+
+def _check_settings(out: Path, settings: CollectSettings) -> dict:
+    path = out / "collection.json"
+    if path.is_file():
+        state = json.loads(path.read_text())
+        if state.get("settings") != settings.to_json():
+            raise CrosstuneError(f"{out} holds a collection with other settings ({state.get('settings')}); "
+                                 "resume it with the same options or choose another --out")
+        return state
+    return {}
+
+
+def collect(settings: CollectSettings, out: str | Path, rpc: RpcSettings | None = None, quiet: bool = False,
+            import_dataset: bool = True) -> CollectSummary:
+    """Measure ``programs_per_task`` programs of every selected task on every configuration (resumable)."""
+    require_tvm()
+    import tvm
+
+    for network in settings.networks:
+        get_network(network)
+    configs = [configuration(name) for name in settings.configs]
+    if rpc is None:
+        for config in configs:
+            config.check_supported()  # before any measurement
+    if settings.programs_per_task < 2:
+        raise CrosstuneError("--programs-per-task must be at least 2")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    state = _check_settings(out, settings)
+    reference = max(configs, key=lambda c: (c.num_cores, c.spec.vector_bytes))
+    reference_target = target_of(reference)
+    if not state:
+        state = {
+            "settings": settings.to_json(),
+            "provenance": {
+                "cpu": detect_local().arch, "date": _dt.date.today().isoformat(), "tvm": tvm.__version__,
+                "python": platform.python_version(), "command": " ".join(shlex.quote(a) for a in sys.argv),
+                "reference_configuration": reference.name,
+            },
+            "tasks": _select_tasks(settings, out, reference_target),
+        }
+        atomic_write_text(out / "collection.json", json.dumps(state, indent=1))
+    tasks = state["tasks"]
+    summary = CollectSummary()
+    started = time.perf_counter()
+    all_candidates = {}
+    builder = make_builder()
+    reference_runner = make_runner(reference, rpc)
+    for task in tqdm(tasks, desc="sampling candidates", disable=quiet):
+        all_candidates[task["name"]] = _candidates(out, task, settings, reference_target, builder, reference_runner)
+    total = sum(len(c) for c in all_candidates.values()) * len(configs)
+    with tqdm(total=total, desc="measuring", unit="prog", disable=quiet, smoothing=0.05) as bar:
+        for config in configs:
+            runner = make_runner(config, rpc)
+            for task in tasks:
+                _measure_task(out, task, all_candidates[task["name"]], config.name, builder, runner, summary, bar)
+    summary.seconds = time.perf_counter() - started
+    _write_network_map(out, tasks)
+    state["last_run"] = {"measured": summary.measured, "seconds": round(summary.seconds, 1),
+                         "failures": dict(summary.failures)}
+    atomic_write_text(out / "collection.json", json.dumps(state, indent=1))
+    if import_dataset:
+        summary.dataset = str(import_collection(out, settings.configs, state["provenance"]))
+    return summary
+
+
+def _write_network_map(out: Path, tasks: list[dict]) -> None:
+    mapping = {}
+    for task in tasks:
+        if task.get("shash"):
+            mapping[task_id_of(json.dumps(["ms_workload", task["shash"]], separators=(",", ":")))] = task["networks"]
+    atomic_write_text(out / "network_map.json", json.dumps(mapping, indent=1))
+
+
+def import_collection(out: Path, configs: list[str], provenance: dict) -> Path:
+    """Import every configuration's database into ``out/dataset`` (duplicates are skipped)."""
+    from ..importer import import_sources
+
+    dataset = out / "dataset"
+    for name in configs:
+        db_dir = out / name
+        if (db_dir / "database_tuning_record.json").is_file():
+            import_sources([db_dir], name, dataset, quiet=True, provenance=provenance)
+    return dataset

@@ -1,0 +1,87 @@
+"""Builders, runners and targets for measuring programs on this machine or through an RPC tracker."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..errors import CrosstuneError
+from ..hardware.local import LocalConfiguration, local_configurations
+
+
+def build_without_tensor_intrin(mod, target, _params):
+    """MetaSchedule's default build minus its import of ``tvm.s_tir.tensor_intrin``, which costs
+    20-30 s in every fresh builder worker and is only needed for tensorized (intrinsic) programs."""
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm_build(mod, target=target)
+
+
+def _one_thread() -> None:
+    # TVM's runtime reads TVM_NUM_THREADS when its thread pool first starts, so setting it in the
+    # runner worker's initializer limits every measurement of that worker.
+    os.environ["TVM_NUM_THREADS"] = "1"
+
+
+def _two_threads() -> None:
+    os.environ["TVM_NUM_THREADS"] = "2"
+
+
+_THREAD_INITIALIZERS = {1: _one_thread, 2: _two_threads}
+
+
+def configuration(name: str) -> LocalConfiguration:
+    configs = local_configurations()
+    if name not in configs:
+        raise CrosstuneError(f"unknown hardware configuration {name!r}; known: {', '.join(configs)}")
+    return configs[name]
+
+
+def target_of(config: LocalConfiguration):
+    from tvm.target import Target
+
+    return Target({"kind": "llvm", "num-cores": config.num_cores, "mcpu": config.mcpu})
+
+
+@dataclass(frozen=True)
+class RpcSettings:
+    tracker: str  # HOST:PORT
+    device_key: str
+    session_timeout_s: float = 60.0
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.tracker.rpartition(":")
+        if not host or not port.isdigit():
+            raise CrosstuneError(f"--rpc-tracker must be HOST:PORT, not {self.tracker!r}")
+        return host, int(port)
+
+
+def make_builder(workers: int = 2):
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.builder.LocalBuilder(f_build=build_without_tensor_intrin, max_workers=workers, timeout_sec=60)
+
+
+def evaluator_config():
+    from tvm.s_tir import meta_schedule as ms
+
+    # 3 repeats of at least 10 ms each: enough to see through timer noise on a 2-core machine
+    # without making measurement the bottleneck of collection.
+    return ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=10, enable_cpu_cache_flush=False)
+
+
+def make_runner(config: LocalConfiguration, rpc: RpcSettings | None = None):
+    """A LocalRunner limited to the configuration's thread count, or an RPCRunner through a tracker."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if rpc is not None:
+        host, port = rpc.host_port
+        return ms.runner.RPCRunner(
+            rpc_config=ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=rpc.device_key,
+                                           session_timeout_sec=rpc.session_timeout_s),
+            evaluator_config=evaluator_config(), max_workers=1)
+    return ms.runner.LocalRunner(timeout_sec=60, evaluator_config=evaluator_config(),
+                                 initializer=_THREAD_INITIALIZERS.get(config.num_cores))
