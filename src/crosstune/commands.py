@@ -46,3 +46,121 @@ def _collect_args(p: argparse.ArgumentParser) -> Handler:
         print(f"dataset: {summary.dataset}")
         return 0
     return run
+
+
+def _add_split_args(p: argparse.ArgumentParser, default: str = "by-hardware") -> None:
+    from .splits import SPLIT_KINDS
+
+    p.add_argument("--split", default=default, choices=SPLIT_KINDS, help=f"how to hold out test data (default {default})")
+    p.add_argument("--test-hardware", type=_csv, default=[], help="by-hardware: comma-separated hardware names to hold out")
+    p.add_argument("--test-fraction", type=float, default=0.2, help="within-task/by-task/by-operator/by-network share held out")
+    p.add_argument("--test-operators", type=_csv, default=[], help="by-operator: operator kinds to hold out")
+    p.add_argument("--network-map", metavar="FILE.json", help="by-network: task id or workload key -> network(s)")
+    p.add_argument("--test-networks", type=_csv, default=[], help="by-network: networks to hold out")
+    p.add_argument("--target-fraction", type=float, default=0.0,
+                   help="few-shot: give this share of each test task (e.g. 0.05) to fine-tuning")
+
+
+def _split_options(args: argparse.Namespace):
+    from .experiment import SplitOptions
+
+    return SplitOptions(args.split, args.test_hardware, args.test_fraction, args.test_operators, args.network_map,
+                        args.test_networks, args.target_fraction)
+
+
+def _add_train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--epochs", type=int, default=12)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--loss", default="lambdarank", choices=("lambdarank", "mse"))
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's own)")
+    p.add_argument("--quiet", action="store_true")
+
+
+def _train_config(args: argparse.Namespace, kind: str):
+    from .train import TrainConfig
+
+    cfg = TrainConfig(epochs=args.epochs, seed=args.seed, device=args.device, loss=args.loss)
+    if kind == "tlp":
+        cfg.lr = 7e-4  # TLP's published setting
+    if args.lr is not None:
+        cfg.lr = args.lr
+    return cfg
+
+
+@command("train", "train a cost model on a split of one or more datasets")
+def _train_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("datasets", nargs="+", metavar="DATASET")
+    p.add_argument("--model", default="crossfeat", help="crossfeat, crossfeat-nohw, tlp or xgb")
+    _add_split_args(p)
+    _add_train_args(p)
+    p.add_argument("--out", required=True, metavar="MODEL_DIR")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted training from its checkpoint")
+
+    def run(args: argparse.Namespace) -> int:
+        from pathlib import Path
+
+        from .dataset import load_dataset
+        from .experiment import train_on_split
+        from .models import MODEL_KINDS
+        from .errors import CrosstuneError
+
+        if args.model not in MODEL_KINDS:
+            raise CrosstuneError(f"unknown model {args.model!r}; choose one of {', '.join(MODEL_KINDS)}")
+        cfg = _train_config(args, args.model)
+        cfg.check()
+        ds = load_dataset(args.datasets)
+        split, few_shot = _split_options(args).make(ds, args.seed)
+        print(f"{args.split}: {split.description}; train {len(split.train)} records (+{len(few_shot)} few-shot), "
+              f"test {len(split.test)} records")
+        outcome = train_on_split(ds, args.model, split, few_shot, cfg, Path(args.out), args.resume, not args.quiet)
+        print(f"trained {args.model} in {outcome.seconds:.1f} s ({outcome.samples_per_second:.0f} samples/s); "
+              f"saved to {args.out}")
+        print(f"evaluate on the held-out part with: crosstune eval {args.out} {' '.join(args.datasets)}"
+              + (f" --hardware {','.join(args.test_hardware)}" if args.test_hardware else ""))
+        return 0
+    return run
+
+
+@command("eval", "evaluate a trained model (records it was trained on are left out)")
+def _eval_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("model_dir", metavar="MODEL_DIR")
+    p.add_argument("datasets", nargs="+", metavar="DATASET")
+    p.add_argument("--hardware", type=_csv, default=None, help="only these hardware names (comma-separated)")
+    p.add_argument("--include-training-records", action="store_true")
+    p.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
+
+    def run(args: argparse.Namespace) -> int:
+        from .experiment import evaluate_model_dir
+        from .reporting import eval_json, eval_table, write_json
+
+        result, notes = evaluate_model_dir(args.model_dir, args.datasets, args.hardware, args.include_training_records)
+        print(eval_table(result))
+        for key, value in notes.items():
+            print(f"note: {key.replace('_', ' ')}: {value}")
+        if args.json:
+            write_json(args.json, eval_json(result, notes))
+        return 0
+    return run
+
+
+@command("compare", "train and evaluate several models on one split, one table")
+def _compare_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("datasets", nargs="+", metavar="DATASET")
+    p.add_argument("--models", type=_csv, default=["crossfeat", "tlp", "xgb", "crossfeat-nohw"])
+    _add_split_args(p)
+    _add_train_args(p)
+    p.add_argument("--seeds", type=int, default=1, help="repeat with seeds seed..seed+N-1 and report mean and spread")
+    p.add_argument("--json", metavar="FILE")
+    p.add_argument("--out", metavar="DIR", help="also keep the trained models here")
+
+    def run(args: argparse.Namespace) -> int:
+        from pathlib import Path
+
+        from .compare import run_comparison
+
+        run_comparison(args.datasets, args.models, _split_options(args), lambda kind: _train_config(args, kind),
+                       seeds=args.seeds, progress=not args.quiet, json_path=args.json,
+                       out=Path(args.out) if args.out else None)
+        return 0
+    return run

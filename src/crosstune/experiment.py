@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -157,13 +157,15 @@ class Comparison:
     timings: dict[str, dict] = field(default_factory=dict)
 
 
-def compare_models(ds: Dataset, kinds: Sequence[str], split_options: SplitOptions, cfg: TrainConfig,
-                   progress: bool = True, out: Path | None = None) -> Comparison:
+def compare_models(ds: Dataset, kinds: Sequence[str], split_options: SplitOptions,
+                   config_for: Callable[[str], TrainConfig], seed: int = 0, progress: bool = True,
+                   out: Path | None = None) -> Comparison:
     """Train every model kind on the same split and evaluate all of them on the same test records."""
-    split, few_shot = split_options.make(ds, cfg.seed)
+    split, few_shot = split_options.make(ds, seed)
     test = ds.select(split.test)
     comparison = Comparison(split)
     for kind in kinds:
+        cfg = replace(config_for(kind), seed=seed)
         outcome = train_on_split(ds, kind, split, few_shot, cfg, out / kind if out else None, progress=progress)
         started = time.perf_counter()
         scores = outcome.model.predict(test)

@@ -96,6 +96,7 @@ class Features:
     op_kind: np.ndarray  # int64 (n,)
     op: np.ndarray  # float32 (n, OP_FEATURES)
     hw: np.ndarray  # float32 (n, hw features)
+    ordinal: np.ndarray  # int64 (tokens,): how many earlier tokens of the program have the same kind
     unseen_kind_tokens: int
     nonfinite_values: int
 
@@ -106,9 +107,10 @@ class Features:
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
 
-    def padded(self, rows: np.ndarray, max_len: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(kinds, cats, args, mask) for ``rows`` padded to the longest program (or cropped/padded to
-        ``max_len`` when a model asks for a fixed length). ``mask`` is True at real tokens."""
+    def padded(self, rows: np.ndarray, max_len: int | None = None, with_ordinal: bool = False):
+        """(kinds, cats, args, mask[, ordinal]) for ``rows`` padded to the longest program (or
+        cropped/padded to ``max_len`` when a model asks for a fixed length). ``mask`` is True at real
+        tokens."""
         lengths = self.lengths[rows]
         width = int(lengths.max()) if max_len is None and len(rows) else int(max_len or 1)
         width = max(width, 1)
@@ -118,6 +120,8 @@ class Features:
         kinds = np.where(mask, self.kinds[gather], 0)
         cats = np.where(mask, self.cats[gather], 0)
         args = np.where(mask[..., None], self.args[gather], 0.0).astype(np.float32)
+        if with_ordinal:
+            return kinds, cats, args, mask, np.where(mask, self.ordinal[gather], 0)
         return kinds, cats, args, mask
 
 
@@ -134,7 +138,22 @@ def featurize(ds: Dataset, norm: Normalizer) -> Features:
     cats = ds.cats.astype(np.int64)
     cats = np.where((cats >= 0) & (cats < len(tokens.CATEGORIES)), cats, tokens.OTHER_CAT)
     return Features(ds.offsets, kinds, cats, args.astype(np.float32), ds.op_kind.astype(np.int64),
-                    op.astype(np.float32), hw.astype(np.float32), int(unseen.sum()), nonfinite)
+                    op.astype(np.float32), hw.astype(np.float32), kind_ordinals(ds.offsets, kinds),
+                    int(unseen.sum()), nonfinite)
+
+
+def kind_ordinals(offsets: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """For each token, the number of earlier tokens of the same kind in its program ("the third
+    split"). Unlike the absolute position it survives an inserted step (a leading cache-write shifts
+    every position but not the split ordinals)."""
+    record = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    key = record * len(tokens.KINDS) + kinds
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    ordinal = np.empty(len(kinds), dtype=np.int64)
+    ordinal[order] = np.arange(len(kinds)) - np.repeat(starts, np.diff(np.r_[starts, len(kinds)]))
+    return ordinal
 
 
 def spec_vectors(specs: dict[str, HardwareSpec]) -> dict[str, list[float]]:

@@ -17,7 +17,8 @@ def create_model(kind: str, train_config: TrainConfig | None = None, seed: int =
     from .gbdt import XGBConfig, XGBModel
     from .tlp import TLPModel
 
-    train_config = train_config or TrainConfig(seed=seed)
+    if train_config is None:
+        train_config = TrainConfig(seed=seed, lr=7e-4 if kind == "tlp" else TrainConfig.lr)  # TLP's published rate
     if kind == "crossfeat":
         return CrossFeatModel(train_config=train_config)
     if kind == "crossfeat-nohw":

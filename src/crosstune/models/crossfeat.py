@@ -34,6 +34,7 @@ class CrossFeatConfig:
     ff_dim: int = 128
     dropout: float = 0.0
     use_cross_features: bool = True  # False = crossfeat-nohw
+    max_ordinal: int = 32  # "i-th token of this kind" embeddings; later ones share the last
 
 
 def _mlp(n_in: int, n_hidden: int, n_out: int) -> nn.Sequential:
@@ -56,6 +57,7 @@ class CrossFeatNet(nn.Module):
         self.cfg = cfg
         self.kind_embedding = nn.Embedding(len(tokens.KINDS), d, padding_idx=0)
         self.cat_embedding = nn.Embedding(len(tokens.CATEGORIES), d)
+        self.ordinal_embedding = nn.Embedding(cfg.max_ordinal, d)
         self.arg_mlp = _mlp(tokens.NUM_ARGS, d, d)
         layer = nn.TransformerEncoderLayer(d, cfg.heads, cfg.ff_dim, cfg.dropout, activation="gelu",
                                            batch_first=True, norm_first=True)
@@ -70,8 +72,9 @@ class CrossFeatNet(nn.Module):
             extra = 2
         self.head = _mlp(d * (1 + extra), d, 1)
 
-    def forward(self, kinds, cats, args, mask, op_kind, op, hw) -> torch.Tensor:
-        x = self.kind_embedding(kinds) + self.cat_embedding(cats) + self.arg_mlp(args)
+    def forward(self, kinds, cats, args, mask, ordinal, op_kind, op, hw) -> torch.Tensor:
+        ordinal = ordinal.clamp_max(self.cfg.max_ordinal - 1)
+        x = self.kind_embedding(kinds) + self.cat_embedding(cats) + self.arg_mlp(args) + self.ordinal_embedding(ordinal)
         x = x + sinusoidal_positions(x.shape[1], x.shape[2], x.device)
         keep = mask
         if self.cfg.use_cross_features:
@@ -96,10 +99,11 @@ class CrossFeatModel(NeuralCostModel):
         return CrossFeatNet(self.config)
 
     def batch_tensors(self, feats: Features, rows: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
-        kinds, cats, args, mask = feats.padded(rows)
+        kinds, cats, args, mask, ordinal = feats.padded(rows, with_ordinal=True)
         return {
             "kinds": torch.from_numpy(kinds).to(device), "cats": torch.from_numpy(cats).to(device),
             "args": torch.from_numpy(args).to(device), "mask": torch.from_numpy(mask).to(device),
+            "ordinal": torch.from_numpy(ordinal).to(device),
             "op_kind": torch.from_numpy(feats.op_kind[rows]).to(device),
             "op": torch.from_numpy(feats.op[rows]).to(device), "hw": torch.from_numpy(feats.hw[rows]).to(device),
         }

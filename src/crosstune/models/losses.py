@@ -33,10 +33,21 @@ def lambda_rank_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Ten
     return (loss * pairs).sum() / count * 1000.0  # rescaled: NDCG deltas are tiny
 
 
+def pairwise_logistic_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """RankNet: log(1 + exp(-(s_i - s_j))) over every pair with label_i > label_j, equally weighted
+    (optimises pairwise order, i.e. PCA, directly)."""
+    pairs = (labels[:, :, None] > labels[:, None, :]) & mask[:, :, None] & mask[:, None, :]
+    diff = scores[:, :, None] - scores[:, None, :]
+    count = pairs.sum()
+    if count == 0:
+        return scores.sum() * 0.0
+    return (F.softplus(-diff) * pairs).sum() / count
+
+
 def mse_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Squared error against the label (min latency of the group / latency)."""
     diff = (scores - labels) * mask
     return (diff * diff).sum() / mask.sum().clamp_min(1)
 
 
-LOSSES = {"lambdarank": lambda_rank_loss, "mse": mse_loss}
+LOSSES = {"lambdarank": lambda_rank_loss, "pairwise": pairwise_logistic_loss, "mse": mse_loss}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import math
 import re
 import zlib
@@ -44,6 +45,15 @@ def open_lines(path: Path) -> Iterator[bytes]:
     else:
         with open(path, "rb") as stream:
             yield from stream
+
+
+def _lenient_json(line: bytes):
+    """Python's json writes NaN and Infinity literals that strict JSON (orjson) rejects; such a line
+    is parsed here so that its bad cost is reported as what it is."""
+    try:
+        return json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        raise BadLine("not JSON (truncated or corrupt line)") from None
 
 
 class AnsorReader:
@@ -87,7 +97,7 @@ class AnsorReader:
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
-            raise BadLine("not JSON (truncated or corrupt line)") from None
+            obj = _lenient_json(line)
         if not isinstance(obj, dict) or "i" not in obj or "r" not in obj:
             raise BadLine("not an Ansor record (no 'i' and 'r')")
         version = obj.get("v")

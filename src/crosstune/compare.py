@@ -1,0 +1,91 @@
+"""`crosstune compare`: every model on the same split, several seeds, one table with mean and spread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .dataset import load_dataset
+from .errors import CrosstuneError
+from .experiment import SplitOptions, compare_models
+from .models import MODEL_KINDS
+from .reporting import write_json
+from .tables import format_table
+from .train import TrainConfig
+
+SUMMARY_METRICS = ("pca", "top1", "top5", "top10", "peak@5")
+
+
+def run_comparison(datasets: Sequence[str], kinds: Sequence[str], split_options: SplitOptions,
+                   config_for: Callable[[str], TrainConfig], seeds: int = 1, progress: bool = True,
+                   json_path: str | None = None, out: Path | None = None, print_fn=print) -> dict:
+    unknown = [k for k in kinds if k not in MODEL_KINDS]
+    if unknown:
+        raise CrosstuneError(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODEL_KINDS)}")
+    if seeds < 1:
+        raise CrosstuneError("--seeds must be at least 1")
+    for kind in kinds:
+        config_for(kind).check()
+    ds = load_dataset(datasets)
+    base_seed = config_for(kinds[0]).seed
+    runs = []
+    for seed in range(base_seed, base_seed + seeds):
+        comparison = compare_models(ds, kinds, split_options, config_for, seed=seed, progress=progress,
+                                    out=out / f"seed{seed}" if out else None)
+        runs.append(comparison)
+        if seed == base_seed:
+            print_fn(f"split {comparison.split.kind}: {comparison.split.description}; "
+                     f"train {len(comparison.split.train)} records, test {len(comparison.split.test)}")
+    summary = summarize_runs(runs, kinds)
+    print_fn(summary_table(summary))
+    hard = [op for op in ("conv2d", "depthwise_conv2d", "matmul", "dense", "batch_matmul")
+            if op in runs[0].results[kinds[0]]["per_operator"]]
+    if hard:
+        print_fn(f"\nper operator (mean over seeds), hard operators: {', '.join(hard)}")
+        print_fn(operator_table(runs, kinds, hard))
+    data = {"split": {"kind": runs[0].split.kind, "description": runs[0].split.description},
+            "seeds": list(range(base_seed, base_seed + seeds)), "summary": summary,
+            "runs": [{"results": r.results, "timings": r.timings} for r in runs]}
+    if json_path:
+        write_json(json_path, data)
+    return data
+
+
+def summarize_runs(runs: list, kinds: Sequence[str]) -> dict:
+    summary = {}
+    for kind in list(kinds) + ["random"]:
+        source = [r.results[kinds[0]]["overall"]["random"] if kind == "random" else r.results[kind]["overall"] for r in runs]
+        entry = {}
+        for metric in SUMMARY_METRICS:
+            values = np.array([s[metric] for s in source], dtype=float)
+            entry[metric] = {"mean": float(np.mean(values)), "std": float(np.std(values)), "values": values.tolist()}
+        if kind != "random":
+            for key in ("train_seconds", "train_samples_per_second", "predict_programs_per_second"):
+                entry[key] = float(np.mean([r.timings[kind][key] for r in runs]))
+        summary[kind] = entry
+    return summary
+
+
+def summary_table(summary: dict) -> str:
+    rows = []
+    for kind, entry in summary.items():
+        row = [kind] + [f"{entry[m]['mean']:.4f} ± {entry[m]['std']:.4f}" for m in SUMMARY_METRICS]
+        row += [f"{entry['train_seconds']:.0f}" if "train_seconds" in entry else "-",
+                f"{entry['predict_programs_per_second']:.0f}" if "predict_programs_per_second" in entry else "-"]
+        rows.append(row)
+    return format_table(("model", "PCA", "top-1", "top-5", "top-10", "peak@5", "train s", "predict/s"), rows)
+
+
+def operator_table(runs: list, kinds: Sequence[str], operators: Sequence[str]) -> str:
+    rows = []
+    for op in operators:
+        for kind in list(kinds) + ["random"]:
+            values = []
+            for r in runs:
+                m = r.results[kinds[0]]["per_operator"][op]["random"] if kind == "random" else r.results[kind]["per_operator"][op]
+                values.append([m["pca"], m["top1"], m["top5"]])
+            mean = np.mean(values, axis=0)
+            rows.append([op, kind, *mean.tolist()])
+    return format_table(("operator", "model", "PCA", "top-1", "top-5"), rows, digits=4)

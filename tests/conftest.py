@@ -1,0 +1,59 @@
+"""Shared fixtures: real measurement data from ../shared/data (never copied into the repository) and
+a small MetaSchedule database measured with `crosstune collect` (tests/data)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("CROSSTUNE_SHARED_DATA", REPO.parent / "shared" / "data"))
+MS_DB = REPO / "tests" / "data" / "ms-resnet18-2tasks"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"real measurement data not found at {SHARED_DATA}; set CROSSTUNE_SHARED_DATA")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def roller(shared_data) -> Path:
+    return shared_data / "roller-ansor"
+
+
+@pytest.fixture(scope="session")
+def small_roller(tmp_path_factory, roller) -> Path:
+    """A few real task files per GPU (one per operator kind), the same operators on both GPUs."""
+    root = tmp_path_factory.mktemp("roller-small")
+    common = ["ansor_matmul_128_4032_1000", "ansor_depthwise_128_168_42_42_3_3_1_SAME",
+              "ansor_avg_pooling_128_168_42_42_3_3_1_SAME"]
+    picks = {"k80": common + ["ansor_conv2d_128_256_14_14_256_3_3_1_0"],
+             "v100": common + ["ansor_conv2d_128_256_14_14_256_3_3_1_SAME"]}
+    for gpu, stems in picks.items():
+        (root / gpu).mkdir()
+        for stem in stems:
+            src = roller / gpu / f"{stem}.json.gz"
+            assert src.exists(), src
+            (root / gpu / src.name).symlink_to(src)
+    return root
+
+
+def real_lines(roller: Path, n: int = 20) -> list[bytes]:
+    path = sorted((roller / "k80").iterdir())[0]
+    with gzip.open(path, "rb") as stream:
+        return [next(stream) for _ in range(n)]
+
+
+@pytest.fixture(scope="session")
+def small_dataset(tmp_path_factory, small_roller) -> Path:
+    from crosstune.importer import import_sources
+
+    out = tmp_path_factory.mktemp("ds") / "roller-small"
+    import_sources([small_roller / "k80"], "k80", out)
+    import_sources([small_roller / "v100"], "v100", out)
+    return out
