@@ -57,3 +57,15 @@ def small_dataset(tmp_path_factory, small_roller) -> Path:
     import_sources([small_roller / "k80"], "k80", out)
     import_sources([small_roller / "v100"], "v100", out)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory, small_dataset) -> Path:
+    """10% of the small dataset (100 real programs per task and GPU), written as a dataset."""
+    from crosstune.dataset import load_dataset
+    from crosstune.prune import prune, write_pruned
+
+    ds = load_dataset([small_dataset])
+    out = tmp_path_factory.mktemp("tiny") / "ds"
+    write_pruned(small_dataset, ds, prune(ds, "random", 0.1), out, "random", 0.1, 0)
+    return out

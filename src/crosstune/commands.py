@@ -164,3 +164,130 @@ def _compare_args(p: argparse.ArgumentParser) -> Handler:
                        out=Path(args.out) if args.out else None)
         return 0
     return run
+
+
+@command("prune", "write a smaller dataset that keeps ranking accuracy")
+def _prune_args(p: argparse.ArgumentParser) -> Handler:
+    from .prune import STRATEGIES
+
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("--strategy", required=True, help=f"one of {', '.join(STRATEGIES)}")
+    p.add_argument("--keep", type=float, required=True, help="fraction of records to keep, in (0, 1]")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, metavar="DATASET2")
+
+    def run(args: argparse.Namespace) -> int:
+        from pathlib import Path
+
+        from .dataset import load_dataset
+        from .prune import check_request, prune, write_pruned
+
+        check_request(args.strategy, args.keep)  # names and ranges before loading anything
+        ds = load_dataset([args.dataset])
+        pruning = prune(ds, args.strategy, args.keep, args.seed)
+        write_pruned(Path(args.dataset), ds, pruning, Path(args.out), args.strategy, args.keep, args.seed)
+        print(f"{args.out}: kept {pruning.kept} of {len(ds)} records ({pruning.kept / len(ds):.1%})")
+        for reason, count in pruning.removed.most_common():
+            print(f"  removed {count}: {reason}")
+        return 0
+    return run
+
+
+@command("prune-study", "train on pruned data at several sizes, evaluate on unseen hardware, CSV + plot")
+def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("datasets", nargs="+", metavar="DATASET")
+    p.add_argument("--test-hardware", type=_csv, required=True)
+    p.add_argument("--model", default="xgb", choices=("crossfeat", "xgb", "crossfeat-nohw", "tlp"))
+    p.add_argument("--keep", default="1.0,0.8,0.6,0.47,0.3,0.2", help="comma-separated fractions")
+    p.add_argument("--strategies", type=_csv, default=None, help="default: all")
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="prune-study", metavar="STUDY_DIR")
+
+    def run(args: argparse.Namespace) -> int:
+        from pathlib import Path
+
+        from .studies import parse_keeps, prune_study
+        from .train import TrainConfig
+
+        prune_study(args.datasets, args.test_hardware, args.model, parse_keeps(args.keep), Path(args.out),
+                    args.strategies, TrainConfig(epochs=args.epochs, seed=args.seed))
+        print(f"results in {args.out}/ (crosstune report {args.out} makes an HTML page)")
+        return 0
+    return run
+
+
+@command("split-study", "one model under every split strategy, with a leakage report")
+def _split_study_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("datasets", nargs="+", metavar="DATASET")
+    p.add_argument("--model", default="xgb", choices=("crossfeat", "xgb", "crossfeat-nohw", "tlp"))
+    p.add_argument("--test-hardware", type=_csv, default=None, help="by-hardware side (default: the last hardware)")
+    p.add_argument("--network-map", metavar="FILE.json", help="enables the by-network split")
+    p.add_argument("--test-fraction", type=float, default=0.2)
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="split-study", metavar="STUDY_DIR")
+
+    def run(args: argparse.Namespace) -> int:
+        from pathlib import Path
+
+        from .studies import split_study
+        from .train import TrainConfig
+
+        split_study(args.datasets, args.model, Path(args.out), args.test_hardware, args.network_map,
+                    TrainConfig(epochs=args.epochs, seed=args.seed), args.test_fraction)
+        return 0
+    return run
+
+
+@command("report", "an HTML page of a study, benchmark, demo or tuning directory")
+def _report_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("directory", metavar="DIR")
+
+    def run(args: argparse.Namespace) -> int:
+        from pathlib import Path
+
+        from .report import write_report
+
+        path = write_report(Path(args.directory))
+        print(f"wrote {path}")
+        return 0
+    return run
+
+
+@command("bench", "MLPerf-HPC-style benchmark: time to train to a target PCA, staging, scaling, mllog logs")
+def _bench_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--dataset", nargs="+", required=True, metavar="DATASET")
+    p.add_argument("--split", default="by-task", help="split whose test side is the validation set (default by-task)")
+    p.add_argument("--test-hardware", type=_csv, default=[])
+    p.add_argument("--test-fraction", type=float, default=0.2)
+    p.add_argument("--target-pca", type=float, required=True, help="quality target: validation PCA")
+    p.add_argument("--seeds", type=int, default=5, help="number of seeded runs")
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--model", default="crossfeat")
+    p.add_argument("--max-epochs", type=int, default=10, help="a run that has not reached the target by then is aborted")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--processes", type=_csv, default=["1"], help="data-parallel process counts for strong scaling, e.g. 1,2")
+    p.add_argument("--concurrent-models", type=int, default=0, help="throughput mode: train this many models at once")
+    p.add_argument("--no-roofline", action="store_true")
+    p.add_argument("--out", required=True, metavar="BENCH_DIR")
+
+    def run(args: argparse.Namespace) -> int:
+        from .bench.mlperf import BenchSettings
+        from .bench.suite import run_suite
+        from .errors import CrosstuneError
+
+        try:
+            processes = [int(p) for p in args.processes]
+        except ValueError:
+            raise CrosstuneError("--processes must be integers, e.g. 1,2") from None
+        settings = BenchSettings(args.dataset, args.target_pca, list(range(args.first_seed, args.first_seed + args.seeds)),
+                                 args.out, args.split, args.test_hardware, args.test_fraction, args.model,
+                                 args.max_epochs, args.device, processes[0])
+        settings.check()
+        data = run_suite(settings, processes, args.concurrent_models, not args.no_roofline)
+        if data["aborted_runs"] or data["incomplete_runs"]:
+            print("crosstune bench: some runs did not reach the target (see the logs)", file=__import__("sys").stderr)
+            return 1
+        return 0
+    return run

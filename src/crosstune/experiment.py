@@ -68,6 +68,15 @@ def _fine_tune_config(cfg: TrainConfig) -> TrainConfig:
     return replace(cfg, epochs=max(2, cfg.epochs // 3), lr=cfg.lr / 4)
 
 
+def fit_model(kind: str, train: Dataset, cfg: TrainConfig, progress: bool = False) -> tuple[CostModel, float]:
+    """Train a fresh model on all of ``train`` (validating on held-out groups of it); (model, seconds)."""
+    model = create_model(kind, cfg)
+    fit_rows, valid_rows = holdout_groups(train, np.arange(len(train)), VALID_FRACTION, cfg.seed)
+    started = time.perf_counter()
+    model.fit(train.select(fit_rows), train.select(valid_rows), progress=progress)
+    return model, time.perf_counter() - started
+
+
 def train_on_split(ds: Dataset, kind: str, split: Split, few_shot: np.ndarray, cfg: TrainConfig,
                    out: Path | None = None, resume: bool = False, progress: bool = True) -> TrainOutcome:
     """Train ``kind`` on ``split.train`` (validating on held-out groups of it); with few-shot records,

@@ -97,6 +97,7 @@ class Features:
     op: np.ndarray  # float32 (n, OP_FEATURES)
     hw: np.ndarray  # float32 (n, hw features)
     ordinal: np.ndarray  # int64 (tokens,): how many earlier tokens of the program have the same kind
+    summary: np.ndarray  # float32 (n, SUMMARY_FEATURES): count and mean arguments per primitive kind
     unseen_kind_tokens: int
     nonfinite_values: int
 
@@ -137,9 +138,25 @@ def featurize(ds: Dataset, norm: Normalizer) -> Features:
         args, op, hw = (np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0) for a in (args, op, hw))
     cats = ds.cats.astype(np.int64)
     cats = np.where((cats >= 0) & (cats < len(tokens.CATEGORIES)), cats, tokens.OTHER_CAT)
-    return Features(ds.offsets, kinds, cats, args.astype(np.float32), ds.op_kind.astype(np.int64),
+    args = args.astype(np.float32)
+    return Features(ds.offsets, kinds, cats, args, ds.op_kind.astype(np.int64),
                     op.astype(np.float32), hw.astype(np.float32), kind_ordinals(ds.offsets, kinds),
-                    int(unseen.sum()), nonfinite)
+                    program_summary(ds.offsets, kinds, args), int(unseen.sum()), nonfinite)
+
+
+SUMMARY_FEATURES = len(tokens.KINDS) * (1 + tokens.NUM_ARGS)
+
+
+def program_summary(offsets: np.ndarray, kinds: np.ndarray, args: np.ndarray) -> np.ndarray:
+    """Position-free view of a program: log(1 + count) and mean (normalised) arguments of each kind."""
+    n, n_kinds = len(offsets) - 1, len(tokens.KINDS)
+    record = np.repeat(np.arange(n), np.diff(offsets))
+    flat = record * n_kinds + kinds
+    counts = np.bincount(flat, minlength=n * n_kinds).reshape(n, n_kinds).astype(np.float32)
+    sums = np.zeros((n * n_kinds, tokens.NUM_ARGS), np.float32)
+    np.add.at(sums, flat, args)
+    means = sums.reshape(n, n_kinds, tokens.NUM_ARGS) / np.maximum(counts, 1.0)[..., None]
+    return np.concatenate([np.log1p(counts), means.reshape(n, -1)], axis=1)
 
 
 def kind_ordinals(offsets: np.ndarray, kinds: np.ndarray) -> np.ndarray:

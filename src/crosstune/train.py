@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,6 +27,20 @@ from .metrics import validation_pca
 from .models.losses import LOSSES
 
 CHECKPOINT_DIR = "checkpoint"
+
+
+class TrainHooks:
+    """Optional callbacks of the training loop (the MLPerf-style benchmark logs through them)."""
+
+    def epoch_start(self, epoch: int) -> None:
+        pass
+
+    def eval_start(self, epoch: int) -> None:
+        pass
+
+    def epoch_end(self, record: dict) -> bool:
+        """Called with the epoch's record (epoch, loss, valid_pca, samples, seconds); True stops training."""
+        return False
 
 
 @dataclass
@@ -141,13 +154,14 @@ def _scores_matrix(scores: torch.Tensor, batch: np.ndarray) -> torch.Tensor:
 
 def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
                  checkpoint_dir: Path | None = None, resume: bool = False, progress: bool = True,
-                 on_epoch: Callable[[dict], bool] | None = None, warm_start: bool = False) -> dict:
+                 hooks: TrainHooks | None = None, warm_start: bool = False) -> dict:
     """Fit ``model`` (a NeuralCostModel) and leave it holding its best-validated weights.
 
-    ``on_epoch`` gets each epoch's record (epoch, loss, valid_pca, samples, seconds) and may return
-    True to stop early (the MLPerf-style benchmark stops at its quality target). ``warm_start``
+    ``hooks`` see every epoch start, validation and end and may stop training early (the MLPerf-style
+    benchmark stops at its quality target). ``warm_start``
     continues from the model's current weights and normalisation (few-shot fine-tuning)."""
     cfg.check()
+    hooks = hooks or TrainHooks()
     ctx = distributed.context(cfg.device)
     device = distributed.device_for(ctx, cfg.device)
     torch.manual_seed(cfg.seed)
@@ -185,6 +199,7 @@ def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
     epochs = range(first_epoch, cfg.epochs)
     bar = tqdm(epochs, desc=f"training {model.kind}", disable=not (progress and ctx.is_main), unit="epoch")
     for epoch in bar:
+        hooks.epoch_start(epoch)
         started = time.perf_counter()
         for group in optimizer.param_groups:  # cosine decay, set per epoch so resume lands on the same value
             group["lr"] = cfg.lr * 0.5 * (1 + np.cos(np.pi * epoch / total_steps))
@@ -214,6 +229,7 @@ def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
         mean_loss = distributed.all_reduce_mean(ctx, loss_sum / max(samples, 1))
         valid_pca = float("nan")
         if valid_feats is not None:
+            hooks.eval_start(epoch)
             model.net = net
             valid_pca = validation_pca(valid, model.predict_features(valid_feats))
         record = {"epoch": epoch, "loss": mean_loss, "valid_pca": valid_pca, "samples": samples * ctx.world_size,
@@ -226,7 +242,7 @@ def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
         if checkpoint is not None and ctx.is_main:
             checkpoint.save(epoch, net, best_state, optimizer, history, best, model.normalizer)
         bar.set_postfix(loss=f"{mean_loss:.4f}", valid_pca=f"{valid_pca:.4f}")
-        if on_epoch is not None and on_epoch(record):
+        if hooks.epoch_end(record):
             break
     net.load_state_dict(best_state)
     model.net = net.eval()

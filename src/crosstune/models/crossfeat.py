@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .. import tokens
-from ..features import OP_FEATURES, Features
+from ..features import OP_FEATURES, SUMMARY_FEATURES, Features
 from ..hardware.registry import FEATURE_NAMES
 from ..records.operators import OP_KINDS
 from .neural import NeuralCostModel
@@ -70,24 +70,27 @@ class CrossFeatNet(nn.Module):
             self.op_kind_embedding = nn.Embedding(len(OP_KINDS), d)
             self.type_embedding = nn.Embedding(2, d)  # marks the hardware and operator tokens
             extra = 2
-        self.head = _mlp(d * (1 + extra), d, 1)
+        # A position-free summary of the program (count and mean arguments per primitive kind) enters
+        # as one more token: what a tree model reads well, next to what attention reads.
+        self.summary_mlp = _mlp(SUMMARY_FEATURES, d, d)
+        self.head = _mlp(d * (2 + extra), d, 1)
 
-    def forward(self, kinds, cats, args, mask, ordinal, op_kind, op, hw) -> torch.Tensor:
+    def forward(self, kinds, cats, args, mask, ordinal, summary, op_kind, op, hw) -> torch.Tensor:
         ordinal = ordinal.clamp_max(self.cfg.max_ordinal - 1)
         x = self.kind_embedding(kinds) + self.cat_embedding(cats) + self.arg_mlp(args) + self.ordinal_embedding(ordinal)
         x = x + sinusoidal_positions(x.shape[1], x.shape[2], x.device)
-        keep = mask
+        lead = [self.summary_mlp(summary)]
         if self.cfg.use_cross_features:
-            hardware = self.hardware_mlp(hw) + self.type_embedding.weight[0]
-            operator = self.operator_mlp(op) + self.op_kind_embedding(op_kind) + self.type_embedding.weight[1]
-            x = torch.cat([hardware[:, None], operator[:, None], x], dim=1)
-            keep = torch.cat([torch.ones_like(mask[:, :2]), mask], dim=1)
+            lead.append(self.hardware_mlp(hw) + self.type_embedding.weight[0])
+            lead.append(self.operator_mlp(op) + self.op_kind_embedding(op_kind) + self.type_embedding.weight[1])
+        extra = len(lead)
+        x = torch.cat([t[:, None] for t in lead] + [x], dim=1)
+        keep = torch.cat([torch.ones_like(mask[:, :1]).expand(-1, extra), mask], dim=1)
         h = self.norm(self.encoder(x, src_key_padding_mask=~keep))
-        extra = 2 if self.cfg.use_cross_features else 0
         program = h[:, extra:]
         weights = mask.unsqueeze(-1).to(h.dtype)
         pooled = (program * weights).sum(1) / weights.sum(1).clamp_min(1.0)
-        parts = [pooled] + ([h[:, 0], h[:, 1]] if extra else [])
+        parts = [pooled] + [h[:, i] for i in range(extra)]
         return self.head(torch.cat(parts, dim=-1)).squeeze(-1)
 
 
@@ -104,6 +107,7 @@ class CrossFeatModel(NeuralCostModel):
             "kinds": torch.from_numpy(kinds).to(device), "cats": torch.from_numpy(cats).to(device),
             "args": torch.from_numpy(args).to(device), "mask": torch.from_numpy(mask).to(device),
             "ordinal": torch.from_numpy(ordinal).to(device),
+            "summary": torch.from_numpy(feats.summary[rows]).to(device),
             "op_kind": torch.from_numpy(feats.op_kind[rows]).to(device),
             "op": torch.from_numpy(feats.op[rows]).to(device), "hw": torch.from_numpy(feats.hw[rows]).to(device),
         }

@@ -42,11 +42,11 @@ class NeuralCostModel(CostModel):
     def batch_tensors(self, feats: Features, rows: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]: ...
 
     def fit(self, train: Dataset, valid: Dataset | None = None, checkpoint_dir: str | Path | None = None,
-            resume: bool = False, progress: bool = True, on_epoch=None, warm_start: bool = False) -> dict:
+            resume: bool = False, progress: bool = True, hooks=None, warm_start: bool = False) -> dict:
         seen = spec_vectors({n: train.specs[n] for n in train.hardware_names if n in train.specs})
         self.hardware_seen = {**self.hardware_seen, **seen} if warm_start else seen
         self.history = train_neural(self, train, valid, self.train_config,
-                                    Path(checkpoint_dir) if checkpoint_dir else None, resume, progress, on_epoch,
+                                    Path(checkpoint_dir) if checkpoint_dir else None, resume, progress, hooks,
                                     warm_start=warm_start)
         return self.history
 

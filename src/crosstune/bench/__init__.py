@@ -1,0 +1,1 @@
+"""The MLPerf-HPC-style training benchmark and the roofline of cost-model training."""

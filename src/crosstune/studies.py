@@ -1,0 +1,191 @@
+"""The pruning study and the split-strategy study: tables (CSV/JSON) and plots (PNG) in a study dir."""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from .dataset import Dataset, load_dataset
+from .errors import CrosstuneError
+from .experiment import fit_model
+from .metrics import evaluate
+from .prune import STRATEGIES, _program_keys, apply_pruning, check_request, prune
+from .reporting import write_json
+from .splits import SPLIT_KINDS, load_network_map, make_split
+from .tables import format_table
+from .train import TrainConfig
+
+PCA_TOLERANCE = 0.005  # "within 0.5 points of full data"
+
+
+def _train_and_score(kind: str, train: Dataset, test: Dataset, cfg: TrainConfig) -> dict:
+    model, seconds = fit_model(kind, train, cfg)
+    result = evaluate(test, model.predict(test))["overall"]
+    return {"pca": result["pca"], "top1": result["top1"], "top5": result["top5"], "train_seconds": seconds,
+            "random_top5": result["random"]["top5"]}
+
+
+def prune_study(datasets: Sequence[str], test_hardware: Sequence[str], model_kind: str, keeps: Sequence[float],
+                out: Path, strategies: Sequence[str] | None = None, cfg: TrainConfig | None = None,
+                print_fn=print) -> dict:
+    """Train on each pruned training part, evaluate on the untouched test part (unseen hardware)."""
+    cfg = cfg or TrainConfig()
+    strategies = list(strategies or STRATEGIES)
+    ds = load_dataset(datasets)
+    split = make_split(ds, "by-hardware", test_hardware=list(test_hardware), seed=cfg.seed)
+    train, test = ds.select(split.train), ds.select(split.test)
+    for strategy in strategies:  # every request checked before any work
+        for keep in keeps:
+            check_request(strategy, keep, len(train))
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    full = _train_and_score(model_kind, train, test, cfg)
+    print_fn(f"full data ({len(train)} records): PCA {full['pca']:.4f}, top-5 {full['top5']:.4f}, "
+             f"trained in {full['train_seconds']:.0f} s")
+    rows = [{"strategy": "full", "keep": 1.0, "kept_fraction": 1.0, "records": len(train), **full}]
+    for strategy in strategies:
+        for keep in sorted(k for k in keeps if k < 1.0):
+            pruning = prune(train, strategy, keep, cfg.seed)
+            score = _train_and_score(model_kind, apply_pruning(train, pruning), test, cfg)
+            rows.append({"strategy": strategy, "keep": keep, "kept_fraction": pruning.kept / len(train),
+                         "records": pruning.kept, **score})
+            print_fn(f"{strategy:16s} keep {keep:.2f}: {pruning.kept} records, PCA {score['pca']:.4f}, "
+                     f"top-5 {score['top5']:.4f}, {score['train_seconds']:.0f} s")
+    best = best_reduction(rows, full["pca"])
+    summary = {"model": model_kind, "test_hardware": list(test_hardware), "full": full, "rows": rows, "best": best,
+               "seconds": time.perf_counter() - started}
+    _write_csv(out / "prune-study.csv", rows)
+    write_json(out / "prune-study.json", summary)
+    plot_prune_study(rows, full, out / "prune-study.png", model_kind, test_hardware)
+    if best:
+        print_fn(f"largest reduction within {PCA_TOLERANCE * 100:.1f} PCA points of full data: {best['strategy']} keeps "
+                 f"{best['kept_fraction']:.0%} of the records ({1 - best['kept_fraction']:.0%} smaller), PCA "
+                 f"{best['pca']:.4f} vs {full['pca']:.4f}; training time {best['train_seconds']:.0f} s vs "
+                 f"{full['train_seconds']:.0f} s")
+    else:
+        print_fn(f"no pruned training set stayed within {PCA_TOLERANCE * 100:.1f} PCA points of full data")
+    return summary
+
+
+def best_reduction(rows: list[dict], full_pca: float) -> dict | None:
+    good = [r for r in rows if r["strategy"] != "full" and r["pca"] >= full_pca - PCA_TOLERANCE]
+    return min(good, key=lambda r: (r["kept_fraction"], -r["pca"])) if good else None
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_prune_study(rows: list[dict], full: dict, path: Path, model_kind: str, test_hardware) -> None:
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, metric, label in ((axes[0], "pca", "PCA on unseen hardware"), (axes[1], "top5", "top-5 score on unseen hardware")):
+        for strategy in sorted({r["strategy"] for r in rows if r["strategy"] != "full"}):
+            points = sorted((r["kept_fraction"], r[metric]) for r in rows if r["strategy"] == strategy)
+            points.append((1.0, full[metric]))
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=strategy)
+        ax.axhline(full[metric], color="black", linestyle="--", label="full data")
+        if metric == "pca":
+            ax.axhline(full[metric] - PCA_TOLERANCE, color="grey", linestyle=":", label="full - 0.5 points")
+        ax.set_xlabel("fraction of training records kept")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=8)
+    fig.suptitle(f"Pruning study: {model_kind}, test hardware {', '.join(test_hardware)}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def leakage(ds: Dataset, train: np.ndarray, test: np.ndarray) -> dict:
+    keys = _program_keys(ds, None)
+    return {
+        "workload_keys_on_both_sides": len(set(ds.task[train].tolist()) & set(ds.task[test].tolist())),
+        "identical_programs_on_both_sides": int(np.isin(keys[test], keys[train]).sum()),
+        "operators_on_both_sides": len(set(ds.op_kind[train].tolist()) & set(ds.op_kind[test].tolist())),
+        "test_records": int(len(test)),
+    }
+
+
+def split_study(datasets: Sequence[str], model_kind: str, out: Path, test_hardware: Sequence[str] | None = None,
+                network_map: str | None = None, cfg: TrainConfig | None = None, test_fraction: float = 0.2,
+                print_fn=print) -> dict:
+    cfg = cfg or TrainConfig()
+    ds = load_dataset(datasets)
+    kinds = [k for k in SPLIT_KINDS if k != "by-network" or network_map]
+    if not test_hardware and len(ds.hardware_names) >= 2:
+        test_hardware = [ds.hardware_names[-1]]
+    if not test_hardware:
+        kinds.remove("by-hardware")
+    mapping = load_network_map(network_map) if network_map else None
+    splits = {kind: make_split(ds, kind, seed=cfg.seed, test_fraction=test_fraction,
+                               test_hardware=list(test_hardware or []) or None, network_map=mapping)
+              for kind in kinds}  # all checked before training
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for kind, split in splits.items():
+        score = _train_and_score(model_kind, ds.select(split.train), ds.select(split.test), replace(cfg))
+        rows.append({"split": kind, "description": split.description, **score, **leakage(ds, split.train, split.test)})
+        print_fn(f"{kind:12s} PCA {score['pca']:.4f} top-1 {score['top1']:.4f} top-5 {score['top5']:.4f}")
+    skipped = [] if network_map else ["by-network (no --network-map given)"]
+    table = format_table(("split", "PCA", "top-1", "top-5", "shared tasks", "identical programs", "shared operators"),
+                         [[r["split"], r["pca"], r["top1"], r["top5"], r["workload_keys_on_both_sides"],
+                           r["identical_programs_on_both_sides"], r["operators_on_both_sides"]] for r in rows], digits=4)
+    print_fn(table)
+    for note in skipped:
+        print_fn(f"skipped: {note}")
+    summary = {"model": model_kind, "rows": rows, "skipped": skipped}
+    _write_csv(out / "split-study.csv", rows)
+    write_json(out / "split-study.json", summary)
+    plot_split_study(rows, out / "split-study.png", model_kind)
+    return summary
+
+
+def plot_split_study(rows: list[dict], path: Path, model_kind: str) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    metrics = ("pca", "top1", "top5")
+    width = 0.8 / len(metrics)
+    x = np.arange(len(rows))
+    for i, metric in enumerate(metrics):
+        ax.bar(x + i * width, [r[metric] for r in rows], width, label=metric.upper() if metric == "pca" else f"top-{metric[3:]}")
+    ax.set_xticks(x + width, [r["split"] for r in rows])
+    ax.set_ylabel("score on the test side (1 = perfect)")
+    ax.set_xlabel("split strategy")
+    ax.set_ylim(0.4, 1.0)
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(f"How the split flatters {model_kind}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def parse_keeps(text: str) -> list[float]:
+    try:
+        keeps = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise CrosstuneError(f"--keep must be a comma-separated list of fractions, not {text!r}") from None
+    for keep in keeps:
+        if not 0.0 < keep <= 1.0:
+            raise CrosstuneError(f"--keep fractions must be in (0, 1], not {keep}")
+    return keeps

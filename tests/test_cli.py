@@ -1,0 +1,57 @@
+"""The command line: every command has --help; user mistakes are one clear line, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from crosstune.cli import build_parser, main
+
+
+def test_every_command_has_help(capsys):
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # noqa: SLF001 (argparse keeps them here)
+    assert {"import", "info", "train", "eval", "compare", "collect"} <= set(commands)
+    for name in commands:
+        with pytest.raises(SystemExit) as done:
+            main([name, "--help"])
+        assert done.value.code == 0
+        assert "usage: crosstune" in capsys.readouterr().out
+
+
+def test_import_and_info_on_real_records(tmp_path, small_roller, capsys):
+    out = tmp_path / "ds"
+    assert main(["import", str(small_roller / "k80"), "--hardware", "k80", "--out", str(out), "--quiet"]) == 0
+    assert "+4000 records of k80" in capsys.readouterr().out
+    assert main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "records: 4000" in text and "matmul" in text and "program length" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["import", "/no/such/dir", "--hardware", "k80", "--out", "x"], "no such file"),
+    (["import", "README.md", "--hardware", "quantum-9000", "--out", "x"], "unknown hardware"),
+    (["info", "/no/such/dataset"], "no such dataset"),
+    (["eval", "/no/model", "/no/dataset"], "no such model"),
+])
+def test_user_mistakes_exit_2_without_traceback(argv, message):
+    result = subprocess.run([sys.executable, "-m", "crosstune.cli", *argv], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_train_then_eval_json(tmp_path, small_dataset, capsys):
+    model = tmp_path / "model"
+    assert main(["train", str(small_dataset), "--model", "xgb", "--split", "by-hardware", "--test-hardware", "v100",
+                 "--out", str(model), "--quiet"]) == 0
+    report = tmp_path / "eval.json"
+    assert main(["eval", str(model), str(small_dataset), "--hardware", "v100", "--json", str(report)]) == 0
+    data = json.loads(report.read_text())
+    assert {"pca", "top1", "top5", "top10"} <= set(data["v100"])
+    assert 0.5 < data["v100"]["pca"] <= 1.0
+    printed = capsys.readouterr().out
+    assert "v100" in printed and "rand top-1" in printed

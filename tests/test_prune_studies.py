@@ -1,0 +1,87 @@
+"""Pruning strategies, the pruning and split studies, and the HTML report, on real records."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from crosstune.cli import main
+from crosstune.dataset import load_dataset, read_manifest
+from crosstune.errors import CrosstuneError
+from crosstune.importer import import_sources
+from crosstune.prune import STRATEGIES, apply_pruning, prune, write_pruned
+from crosstune.report import write_report
+from crosstune.studies import prune_study, split_study
+from crosstune.train import TrainConfig
+
+
+@pytest.fixture(scope="module")
+def ds(small_dataset):
+    return load_dataset([small_dataset])
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_strategies_are_deterministic_and_near_the_requested_size(ds, strategy):
+    a = prune(ds, strategy, 0.3, seed=1)
+    b = prune(ds, strategy, 0.3, seed=1)
+    assert np.array_equal(a.keep, b.keep)
+    assert 0.2 * len(ds) <= a.kept <= 0.31 * len(ds), (strategy, a.kept)
+    assert sum(a.removed.values()) == len(ds) - a.kept
+    assert len(np.unique(a.keep)) == a.kept
+
+
+def test_dedup_merges_the_duplicated_reduction_programs(tmp_path, roller):
+    out = tmp_path / "red"
+    import_sources([roller / "k80" / "ansor_reduction_128_512_1024_axis_2.json.gz"], "k80", out)
+    red = load_dataset([out])
+    pruning = prune(red, "dedup", 1.0 - 1e-9, seed=0)  # only exact duplicates go
+    assert len(red) - pruning.kept >= 70
+    pruned = apply_pruning(red, pruning)
+    assert len(pruning.merged_latency) > 0 and np.all(np.isfinite(pruned.latency[pruned.valid]))
+
+
+def test_write_pruned_makes_a_new_dataset_and_says_why(tmp_path, small_dataset, ds):
+    before = (small_dataset / "manifest.json").read_text()
+    assert main(["prune", str(small_dataset), "--strategy", "stratified", "--keep", "0.4",
+                 "--out", str(tmp_path / "p")]) == 0
+    assert (small_dataset / "manifest.json").read_text() == before  # input untouched
+    manifest = read_manifest(tmp_path / "p")
+    assert manifest["pruning"]["strategy"] == "stratified" and manifest["pruning"]["removed"]
+    assert len(load_dataset([tmp_path / "p"])) == manifest["pruning"]["records_kept"]
+    with pytest.raises(CrosstuneError, match="already exists"):
+        write_pruned(small_dataset, ds, prune(ds, "random", 0.5), tmp_path / "p", "random", 0.5, 0)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--strategy", "random", "--keep", "1.5"], "in \\(0, 1\\]"),
+    (["--strategy", "random", "--keep", "0"], "in \\(0, 1\\]"),
+    (["--strategy", "magic", "--keep", "0.5"], "unknown pruning strategy"),
+    (["--strategy", "random", "--keep", "0.0001"], "too small"),
+])
+def test_bad_prune_requests(small_dataset, tmp_path, capsys, argv, message):
+    assert main(["prune", str(small_dataset), *argv, "--out", str(tmp_path / "x")]) == 2
+    import re
+
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_prune_study_and_report(tmp_path, tiny_dataset):
+    small_dataset = tiny_dataset
+    out = tmp_path / "study"
+    summary = prune_study([str(small_dataset)], ["v100"], "xgb", [1.0, 0.5, 0.3], out,
+                          strategies=["random", "stratified"], cfg=TrainConfig(epochs=1), print_fn=lambda *_: None)
+    rows = list(csv.DictReader(open(out / "prune-study.csv")))
+    assert len(rows) == 1 + 2 * 2 and rows[0]["strategy"] == "full"
+    assert (out / "prune-study.png").stat().st_size > 10_000
+    assert summary["best"] is None or summary["best"]["pca"] >= summary["full"]["pca"] - 0.005
+    split_study([str(small_dataset)], "xgb", out, cfg=TrainConfig(epochs=1), print_fn=lambda *_: None)
+    data = json.loads((out / "split-study.json").read_text())
+    by_kind = {r["split"]: r for r in data["rows"]}
+    assert set(by_kind) == {"within-task", "by-task", "by-operator", "by-hardware"}
+    assert by_kind["within-task"]["workload_keys_on_both_sides"] > 0
+    assert by_kind["by-task"]["workload_keys_on_both_sides"] == 0
+    page = write_report(out).read_text()
+    assert "prune-study.png" in page and "split-study.png" in page and "<table>" in page
