@@ -291,3 +291,65 @@ def _bench_args(p: argparse.ArgumentParser) -> Handler:
             return 1
         return 0
     return run
+
+
+@command("tune", "tune a whole network with MetaSchedule guided by a cost model, compile, check, time it")
+def _tune_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--network", required=True, help="resnet18, mobilenet_v2 or bert_layer")
+    p.add_argument("--model", required=True, help="a crosstune model directory, or xgb (MetaSchedule's default)")
+    p.add_argument("--trials", type=int, required=True, help="measured programs in total")
+    p.add_argument("--hardware-config", required=True, help="e.g. local-avx512-2c")
+    p.add_argument("--fallback-xgb", action="store_true", help="use XGBoost if the model directory does not load")
+    p.add_argument("--fine-tune-every", type=int, default=0, help="fine-tune the model every N new measurements (0: never)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, metavar="RUN_DIR")
+
+    def run(args: argparse.Namespace) -> int:
+        from .tvm.tune import tune_network
+
+        r = tune_network(args.network, args.model, args.trials, args.hardware_config, args.out, args.fallback_xgb,
+                         args.fine_tune_every, args.seed)
+        print(f"{args.network} tuned with {r.cost_model}: {r.trials} trials in {r.tuning_seconds / 60:.1f} min; "
+              f"end-to-end {r.latency_ms:.3f} ms (PyTorch eager {r.pytorch_latency_ms:.3f} ms); output "
+              f"{'matches' if r.output_matches else 'DOES NOT match'} PyTorch (max abs error {r.output_max_abs_error:.2e})")
+        for note in r.notes:
+            print(f"note: {note}")
+        return 0 if r.output_matches else 1
+    return run
+
+
+@command("tune-compare", "crossfeat (transfer) against MetaSchedule's XGBoost on the same tuning budget")
+def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--network", required=True)
+    p.add_argument("--trials", type=int, required=True)
+    p.add_argument("--hardware-config", required=True)
+    p.add_argument("--dataset", nargs="+", default=None, help="pre-training data (default: the bundled dataset)")
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, metavar="RUN_DIR")
+
+    def run(args: argparse.Namespace) -> int:
+        from .data import bundled_dataset
+        from .tvm.tune import tune_compare
+
+        tune_compare(args.network, args.trials, args.hardware_config, args.out,
+                     args.dataset or [str(bundled_dataset())], args.epochs, args.seed)
+        return 0
+    return run
+
+
+@command("demo", "train on all bundled hardware configurations but one, test on the unseen one, report")
+def _demo_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--out", default="crosstune-demo", metavar="DIR")
+    p.add_argument("--held-out", default=None, help="configuration to test on (default local-avx512-2c)")
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dataset", default=None, help="use this dataset instead of the bundled one")
+    p.add_argument("--quiet", action="store_true")
+
+    def run(args: argparse.Namespace) -> int:
+        from .demo import run_demo
+
+        run_demo(args.out, args.held_out, args.epochs, args.seed, args.dataset, progress=not args.quiet)
+        return 0
+    return run

@@ -56,16 +56,19 @@ def _sblock_names(encoded: str) -> list[str]:
     if start < 0:
         return []
     try:
-        graph = orjson.loads(raw[start:])
-        nodes = graph["nodes"]
-        names = []
-        for node in nodes:
-            if node.get("type") in ("s_tir.SBlock", "tirx.Block", "tir.Block"):
-                name_index = node["data"]["name_hint"]
-                names.append(str(nodes[name_index]["data"]))
-        return names
+        return sblock_names_of_graph(orjson.loads(raw[start:]))
     except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
         return []
+
+
+def sblock_names_of_graph(graph: dict) -> list[str]:
+    """SBlock names in a TVM JSON graph (``tvm.ir.save_json``), in node order."""
+    nodes = graph["nodes"]
+    names = []
+    for node in nodes:
+        if node.get("type") in ("s_tir.SBlock", "tirx.Block", "tir.Block"):
+            names.append(str(nodes[node["data"]["name_hint"]]["data"]))
+    return names
 
 
 class MetaScheduleReader:

@@ -34,6 +34,7 @@ from ..errors import CrosstuneError
 from ..hardware.local import detect_local
 from ..records.operators import task_id_of
 from . import require_tvm
+from .convert import plain as _plain
 from .measure import RpcSettings, configuration, make_builder, make_runner, target_of
 from .networks import extract_network_tasks, get_network
 
@@ -65,23 +66,6 @@ class CollectSummary:
     @property
     def programs_per_minute(self) -> float:
         return 60.0 * self.measured / self.seconds if self.seconds else 0.0
-
-
-def _plain(value):
-    """TVM's JSON-like objects (Array, Map, IntImm, String) as plain Python values."""
-    import tvm
-
-    if isinstance(value, (bool, int, float, str)) or value is None:
-        return value
-    if isinstance(value, tvm.tirx.IntImm):
-        return int(value.value)
-    if isinstance(value, tvm.tirx.FloatImm):
-        return float(value.value)
-    if hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)) or hasattr(value, "__len__"):
-        return [_plain(v) for v in value]
-    return str(value)
 
 
 def _task_priority(name: str) -> tuple[int, str]:

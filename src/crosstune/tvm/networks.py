@@ -144,13 +144,28 @@ def to_relax(model: nn.Module, example: torch.Tensor):
     return from_exported_program(exported)
 
 
-def extract_network_tasks(name: str, target):
-    """(relax module before fusion, MetaSchedule tasks) of a network. Tuning and ``compile_relax`` need
-    the module from before fusion; task extraction needs it fused."""
+def fuse_like_compile_relax(mod, target):
+    """The fusion ``ms.relax_integration.compile_relax`` applies before it looks up the database, so
+    that the extracted tasks are exactly the functions it will find tuned (or silently not)."""
+    import tvm
     from tvm import relax
+    from tvm.relax import pipeline
+
+    try:
+        dispatch = pipeline.library_dispatch_passes(target)
+    except (ValueError, AttributeError):
+        dispatch = []
+    passes = [*dispatch, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+              relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
+    with target:
+        return tvm.transform.Sequential(passes)(mod)
+
+
+def extract_network_tasks(name: str, target):
+    """(relax module before fusion, MetaSchedule tasks) of a network. ``compile_relax`` needs the
+    module from before fusion (given a fused one it silently runs untuned); extraction needs it fused."""
     from tvm.s_tir import meta_schedule as ms
 
     model, example = network_instance(name)
     mod = to_relax(model, example)
-    fused = relax.get_pipeline("zero")(mod)
-    return mod, ms.relax_integration.extract_tasks(fused, target)
+    return mod, ms.relax_integration.extract_tasks(fuse_like_compile_relax(mod, target), target)

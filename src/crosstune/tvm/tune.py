@@ -1,0 +1,249 @@
+"""`crosstune tune` and `crosstune tune-compare`: tune a whole network with MetaSchedule guided by a
+crosstune model (or MetaSchedule's own XGBoost), compile it with the best records, check its output
+against PyTorch, measure end-to-end latency, and log the tuning curve (best estimated network latency
+against wall time and trials)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..dataset import atomic_write_text
+from ..errors import CrosstuneError
+from . import require_tvm
+from .measure import configuration, make_builder, make_runner, target_of
+from .networks import extract_network_tasks, get_network, network_instance
+
+NUM_TRIALS_PER_ITER = 64
+
+
+@dataclass
+class TuneResult:
+    network: str
+    cost_model: str
+    hardware_config: str
+    trials: int
+    tuning_seconds: float
+    curve: list[dict] = field(default_factory=list)  # {seconds, trials, estimated_latency_ms}
+    latency_ms: float = float("nan")
+    pytorch_latency_ms: float = float("nan")
+    output_max_abs_error: float = float("nan")
+    output_matches: bool = False
+    tasks: int = 0
+    cost_model_predict_seconds: float = float("nan")
+    cost_model_predict_calls: int = 0
+    cost_model_failures: int = 0
+    profile_seconds: dict = field(default_factory=dict)  # MetaSchedule's own profiler timers
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _progress_callback(weights: list[float], curve: list[dict], started: float):
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    best = [float("inf")] * len(weights)
+    trials = [0]
+
+    @derived_object
+    class TuningCurve(PyMeasureCallback):
+        """Records the estimated network latency (sum of weight x best task latency) after every round."""
+
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+            for result in runner_results:
+                if result.run_secs:
+                    secs = float(np.mean([float(s) for s in result.run_secs]))
+                    best[task_id] = min(best[task_id], secs)
+            trials[0] += len(measure_candidates)
+            estimate = sum(w * b for w, b in zip(weights, best)) if all(np.isfinite(best)) else float("nan")
+            curve.append({"seconds": time.perf_counter() - started, "trials": trials[0],
+                          "estimated_latency_ms": estimate * 1e3})
+
+    return TuningCurve()
+
+
+def _end_to_end(database, mod, target, network: str, config, result: TuneResult) -> None:
+    import torch
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
+    device = tvm.cpu()
+    vm = relax.VirtualMachine(executable, device)
+    model, example = network_instance(network)
+    x = tvm.runtime.tensor(example.numpy(), device)
+    out = vm["main"](x)
+    out = out[0] if isinstance(out, (list, tuple)) or hasattr(out, "__getitem__") and not hasattr(out, "numpy") else out
+    with torch.no_grad():
+        reference = model(example)
+    reference = reference[0] if isinstance(reference, (list, tuple)) else reference
+    got = out.numpy()
+    result.output_max_abs_error = float(np.max(np.abs(got - reference.numpy())))
+    result.output_matches = bool(np.allclose(got, reference.numpy(), rtol=1e-3, atol=1e-3))
+    timer = vm.time_evaluator("main", device, number=5, repeat=5, min_repeat_ms=100)
+    result.latency_ms = float(np.median(timer(x).results) * 1e3)
+    torch.set_num_threads(config.num_cores)
+    times = []
+    with torch.no_grad():
+        for _ in range(3):
+            model(example)
+        for _ in range(10):
+            start = time.perf_counter()
+            model(example)
+            times.append(time.perf_counter() - start)
+    result.pytorch_latency_ms = float(np.median(times) * 1e3)
+
+
+def tune_network(network: str, model_spec: str, trials: int, hardware_config: str, out: str | Path,
+                 fallback_xgb: bool = False, fine_tune_every: int = 0, seed: int = 0) -> TuneResult:
+    """Tune ``network`` for ``trials`` measured programs with the cost model ``model_spec`` (a crosstune
+    model directory, or ``xgb`` for MetaSchedule's default)."""
+    require_tvm()
+    get_network(network)
+    config = configuration(hardware_config)
+    config.check_supported()  # before anything is measured
+    if trials < 1:
+        raise CrosstuneError("--trials must be at least 1")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    notes: list[str] = []
+    cost_model, adapter = "xgb", None
+    if model_spec != "xgb":
+        from ..models import load_model
+        from .costmodel import make_cost_model
+
+        try:
+            model = load_model(model_spec)
+            adapter = make_cost_model(model, config.spec, fine_tune_every)
+            cost_model = adapter
+        except CrosstuneError as err:
+            if not fallback_xgb:
+                raise
+            notes.append(f"model {model_spec} did not load ({err}); fell back to MetaSchedule's XGBoost")
+    # The runtime of this process (end-to-end timing) uses the configuration's thread count.
+    os.environ["TVM_NUM_THREADS"] = str(config.num_cores)
+    from tvm.s_tir import meta_schedule as ms
+
+    target = target_of(config)
+    mod, extracted = extract_network_tasks(network, target)
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        extracted, str(out / "logs"), strategy="evolutionary", num_threads=config.num_cores, seed=seed)
+    database = ms.database.JSONDatabase(path_workload=str(out / "database_workload.json"),
+                                        path_tuning_record=str(out / "database_tuning_record.json"))
+    curve: list[dict] = []
+    started = time.perf_counter()
+    callbacks = ms.measure_callback.MeasureCallback.create("default") + [
+        _progress_callback([float(w) for w in weights], curve, started)]
+    with ms.Profiler() as profiler:
+        ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(out), max_trials_global=trials,
+                      num_trials_per_iter=NUM_TRIALS_PER_ITER, builder=make_builder(), runner=make_runner(config),
+                      database=database, cost_model=cost_model, measure_callbacks=callbacks)
+    result = TuneResult(network, "xgb" if adapter is None else f"crosstune:{model_spec}", hardware_config,
+                        curve[-1]["trials"] if curve else 0, time.perf_counter() - started, curve, tasks=len(contexts),
+                        notes=notes)
+    result.profile_seconds = {str(k): float(v) for k, v in profiler.get().items()}
+    if adapter is not None:
+        result.cost_model_predict_seconds = adapter.predict_seconds
+        result.cost_model_predict_calls = adapter.predict_calls
+        result.cost_model_failures = adapter.failures
+    _end_to_end(database, mod, target, network, config, result)
+    atomic_write_text(out / "tune.json", json.dumps(result.to_json(), indent=1, default=float))
+    plot_curves({result.cost_model: result}, out / "tune-curve.png", f"{network} on {hardware_config}")
+    return result
+
+
+def plot_curves(results: dict[str, TuneResult], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for label, result in results.items():
+        points = [(c["seconds"], c["trials"], c["estimated_latency_ms"]) for c in result.curve if np.isfinite(c["estimated_latency_ms"])]
+        if not points:
+            continue
+        seconds, trials, latency = zip(*points)
+        axes[0].plot(np.array(seconds) / 60, np.minimum.accumulate(latency), label=label)
+        axes[1].plot(trials, np.minimum.accumulate(latency), label=label)
+    axes[0].set_xlabel("tuning wall time (minutes)")
+    axes[1].set_xlabel("measured programs (trials)")
+    for ax in axes:
+        ax.set_ylabel("best estimated network latency (ms)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def time_to_reach(result: TuneResult, latency_ms: float) -> float:
+    """Wall seconds until the tuning curve first reaches ``latency_ms`` (NaN if never)."""
+    for point in result.curve:
+        if np.isfinite(point["estimated_latency_ms"]) and point["estimated_latency_ms"] <= latency_ms:
+            return point["seconds"]
+    return float("nan")
+
+
+def cost_model_seconds(result: TuneResult) -> float:
+    """Seconds the search spent asking the cost model for scores (MetaSchedule's profiler)."""
+    return sum(v for k, v in result.profile_seconds.items() if "Predict" in k or "CostModel" in k and "Update" not in k)
+
+
+def tune_compare(network: str, trials: int, hardware_config: str, out: str | Path, datasets: list[str],
+                 epochs: int = 8, seed: int = 0, print_fn=print) -> dict:
+    """crossfeat pre-trained on the OTHER configurations only (transfer) against MetaSchedule's default
+    XGBoost, same network, same trial budget."""
+    from ..dataset import load_dataset
+    from ..experiment import fit_model
+    from ..tables import format_table
+    from ..train import TrainConfig
+
+    out = Path(out)
+    ds = load_dataset(datasets)
+    others = [h for h in ds.hardware_names if h != hardware_config]
+    if not others:
+        raise CrosstuneError(f"the dataset has no hardware other than {hardware_config} to pre-train on")
+    source = ds.select(ds.hardware_mask(others))
+    model, seconds = fit_model("crossfeat", source, TrainConfig(epochs=epochs, seed=seed))
+    model_dir = out / "crossfeat-model"
+    model.save(model_dir)
+    print_fn(f"pre-trained crossfeat on {', '.join(others)} ({len(source)} records) in {seconds:.0f} s")
+    results = {
+        "xgb": tune_network(network, "xgb", trials, hardware_config, out / "xgb", seed=seed),
+        "crossfeat": tune_network(network, str(model_dir), trials, hardware_config, out / "crossfeat", seed=seed),
+    }
+    xgb, ours = results["xgb"], results["crossfeat"]
+    xgb_final = min((c["estimated_latency_ms"] for c in xgb.curve if np.isfinite(c["estimated_latency_ms"])), default=float("nan"))
+    reach = time_to_reach(ours, xgb_final)
+    rows = []
+    for name, r in results.items():
+        rows.append([name, r.trials, r.tuning_seconds / 60, r.latency_ms, r.pytorch_latency_ms, r.output_matches,
+                     cost_model_seconds(r)])
+    table = format_table(("cost model", "trials", "tuning min", "latency ms", "pytorch ms", "output ok", "cost-model s"), rows)
+    summary = {
+        "network": network, "hardware_config": hardware_config, "trials": trials, "pretrain_seconds": seconds,
+        "pretrained_on": others, "xgb_final_estimated_latency_ms": xgb_final,
+        "crossfeat_seconds_to_reach_xgb_final": reach,
+        "fraction_of_xgb_time": reach / xgb.tuning_seconds if np.isfinite(reach) else float("nan"),
+        "runs": [r.to_json() for r in results.values()], "table": table,
+    }
+    print_fn(table)
+    if np.isfinite(reach):
+        print_fn(f"crossfeat reached XGBoost's final estimated latency ({xgb_final:.3f} ms) after {reach:.0f} s = "
+                 f"{summary['fraction_of_xgb_time']:.0%} of XGBoost's {xgb.tuning_seconds:.0f} s")
+    else:
+        print_fn(f"crossfeat did not reach XGBoost's final estimated latency ({xgb_final:.3f} ms) within {trials} trials")
+    atomic_write_text(out / "tune-compare.json", json.dumps(summary, indent=1, default=float))
+    plot_curves({"xgb (MetaSchedule default)": xgb, "crossfeat (transfer)": ours}, out / "tune-compare-curve.png",
+                f"{network} on {hardware_config}, {trials} trials")
+    return summary

@@ -1,0 +1,145 @@
+"""Real TVM: collection with MetaSchedule (local and through an RPC tracker), the cost-model plug-in
+inside MetaSchedule's search, and a whole-network tune that is checked against PyTorch."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crosstune.dataset import load_dataset
+from crosstune.errors import CrosstuneError
+from crosstune.tvm.collect import CollectSettings, collect
+from crosstune.tvm.measure import RpcSettings
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unknown_network_and_unsupported_configuration_fail_before_measuring(tmp_path, monkeypatch):
+    with pytest.raises(CrosstuneError, match="known networks: resnet18, mobilenet_v2, bert_layer"):
+        collect(CollectSettings(["alexnet"], ["local-sse-1c"], 4), tmp_path / "a")
+    import crosstune.hardware.local as local
+
+    monkeypatch.setattr(local, "cpu_flags", lambda: {"sse2"})
+    with pytest.raises(CrosstuneError, match="avx512f"):
+        collect(CollectSettings(["resnet18"], ["local-avx512-1c"], 4), tmp_path / "b")
+    assert not (tmp_path / "b" / "collection.json").exists()
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory):
+    out = tmp_path_factory.mktemp("collect")
+    settings = CollectSettings(["resnet18"], ["local-sse-1c", "local-avx2-1c"], programs_per_task=6,
+                               tasks_per_network=1, evolutionary_fraction=0.0)
+    summary = collect(settings, out, quiet=True)
+    return out, settings, summary
+
+
+def test_collect_measures_the_same_programs_on_every_configuration(collected):
+    out, settings, summary = collected
+    assert summary.measured == 12 and not summary.failures
+    ds = load_dataset([out / "dataset"])
+    assert sorted(ds.hardware_names) == ["local-avx2-1c", "local-sse-1c"]
+    assert len(ds) == 12 and ds.valid.all()
+    per_config = [np.sort(np.asarray(ds.kinds[ds.offsets[np.flatnonzero(ds.hardware == h)[0]]:])[:5]) for h in (0, 1)]
+    assert np.array_equal(*per_config)
+    manifest = json.loads((out / "dataset" / "manifest.json").read_text())
+    assert manifest["provenance"]["tvm"].startswith("0.27")
+    assert json.loads((out / "network_map.json").read_text())
+
+
+def test_killed_collection_resumes_without_remeasuring(collected):
+    out, settings, _ = collected
+    again = collect(settings, out, quiet=True)
+    assert again.measured == 0 and again.skipped_already_measured == 12
+    with pytest.raises(CrosstuneError, match="other settings"):
+        collect(CollectSettings(["resnet18"], ["local-sse-1c"], programs_per_task=7, tasks_per_network=1), out)
+
+
+def test_collect_through_an_rpc_tracker_on_loopback(tmp_path):
+    port = _free_port()
+    tracker = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = None
+    try:
+        time.sleep(3)
+        server = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--tracker", f"127.0.0.1:{port}",
+                                   "--key", "crosstune-test", "--host", "127.0.0.1"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(5)
+        settings = CollectSettings(["resnet18"], ["local-sse-1c"], programs_per_task=3, tasks_per_network=1,
+                                   evolutionary_fraction=0.0)
+        summary = collect(settings, tmp_path, rpc=RpcSettings(f"127.0.0.1:{port}", "crosstune-test"), quiet=True)
+        assert summary.measured == 3 and not summary.failures, summary.failures
+        ds = load_dataset([tmp_path / "dataset"])
+        assert len(ds) == 3 and ds.valid.all()
+    finally:
+        for proc in (server, tracker):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=10)
+
+
+def test_cost_model_plugin_inside_metaschedule_search(collected, tmp_path):
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from crosstune.experiment import fit_model
+    from crosstune.hardware.local import local_configurations
+    from crosstune.train import TrainConfig
+    from crosstune.tvm.costmodel import make_cost_model
+    from crosstune.tvm.measure import make_builder, make_runner, target_of
+
+    out, _, _ = collected
+    model, _ = fit_model("crossfeat", load_dataset([out / "dataset"]), TrainConfig(epochs=1))
+    config = local_configurations()["local-sse-1c"]
+    adapter = make_cost_model(model, config.spec)
+    task = json.loads(next((out / "tasks").iterdir()).read_text())
+    mod = tvm.ir.load_json(task["mod"])
+    database = ms.tir_integration.tune_tir(mod, target_of(config), str(tmp_path), max_trials_global=8,
+                                           num_trials_per_iter=8, builder=make_builder(), runner=make_runner(config),
+                                           cost_model=adapter,
+                                           strategy=ms.search_strategy.EvolutionarySearch(population_size=32,
+                                                                                          init_min_unmeasured=16,
+                                                                                          genetic_num_iters=1))
+    assert len(database.get_all_tuning_records()) >= 4
+    assert adapter.predict_calls > 0 and adapter.predicted > 0 and adapter.failures == 0
+
+    class Broken:
+        def predict(self, programs):
+            raise RuntimeError("boom")
+
+    broken = make_cost_model(Broken(), config.spec)
+    context = ms.TuneContext(mod, target=target_of(config), space_generator="post-order-apply",
+                             search_strategy="replay-trace")
+    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(mod["main"]))
+                  for s in context.generate_design_space()[:2]]
+    assert np.array_equal(broken.predict(context, candidates), np.zeros(len(candidates)))
+    assert broken.failures == 1
+
+
+def test_tune_a_network_end_to_end_and_check_it_against_pytorch(tmp_path):
+    from crosstune.tvm.tune import tune_network
+
+    result = tune_network("bert_layer", "xgb", trials=16, hardware_config="local-avx2-2c", out=tmp_path)
+    assert result.output_matches, result.output_max_abs_error
+    assert result.latency_ms > 0 and result.pytorch_latency_ms > 0 and result.trials >= 1
+    assert (tmp_path / "tune.json").is_file() and (tmp_path / "tune-curve.png").is_file()
+
+
+def test_tune_with_a_model_that_does_not_load(tmp_path):
+    from crosstune.tvm.tune import tune_network
+
+    (tmp_path / "broken").mkdir()
+    with pytest.raises(CrosstuneError, match="not a crosstune model"):
+        tune_network("bert_layer", str(tmp_path / "broken"), 4, "local-sse-1c", tmp_path / "run")
