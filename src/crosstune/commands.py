@@ -325,6 +325,8 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--hardware-config", required=True)
     p.add_argument("--dataset", nargs="+", default=None, help="pre-training data (default: the bundled dataset)")
     p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--fine-tune-every", type=int, default=64,
+                   help="fine-tune crossfeat on the run's own measurements every N of them (0: never)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, metavar="RUN_DIR")
 
@@ -333,7 +335,7 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
         from .tvm.tune import tune_compare
 
         tune_compare(args.network, args.trials, args.hardware_config, args.out,
-                     args.dataset or [str(bundled_dataset())], args.epochs, args.seed)
+                     args.dataset or [str(bundled_dataset())], args.epochs, args.seed, args.fine_tune_every)
         return 0
     return run
 

@@ -35,6 +35,9 @@ def run_comparison(datasets: Sequence[str], kinds: Sequence[str], split_options:
         comparison = compare_models(ds, kinds, split_options, config_for, seed=seed, progress=progress,
                                     out=out / f"seed{seed}" if out else None)
         runs.append(comparison)
+        if json_path:  # after every seed, so a long comparison that is stopped keeps what it measured
+            write_json(json_path, {"split": {"kind": comparison.split.kind, "description": comparison.split.description},
+                                   "complete": False, "runs": [{"results": r.results, "timings": r.timings} for r in runs]})
         if seed == base_seed:
             print_fn(f"split {comparison.split.kind}: {comparison.split.description}; "
                      f"train {len(comparison.split.train)} records, test {len(comparison.split.test)}")
@@ -45,7 +48,7 @@ def run_comparison(datasets: Sequence[str], kinds: Sequence[str], split_options:
     if hard:
         print_fn(f"\nper operator (mean over seeds), hard operators: {', '.join(hard)}")
         print_fn(operator_table(runs, kinds, hard))
-    data = {"split": {"kind": runs[0].split.kind, "description": runs[0].split.description},
+    data = {"split": {"kind": runs[0].split.kind, "description": runs[0].split.description}, "complete": True,
             "seeds": list(range(base_seed, base_seed + seeds)), "summary": summary,
             "runs": [{"results": r.results, "timings": r.timings} for r in runs]}
     if json_path:

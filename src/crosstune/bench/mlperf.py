@@ -87,7 +87,6 @@ def run_once(settings: BenchSettings, seed: int, log_path: Path, progress: bool 
     from .. import distributed
     from ..dataset import load_dataset
     from ..experiment import SplitOptions
-    from ..features import featurize
     from ..models import create_model
     from ..train import TrainConfig, TrainHooks
 
@@ -149,7 +148,6 @@ def run_once(settings: BenchSettings, seed: int, log_path: Path, progress: bool 
     model.fit(train, valid, progress=progress, hooks=hooks)
     success = hooks.last_pca >= settings.target_pca
     log.end(key=C.RUN_STOP, metadata={"status": C.SUCCESS if success else C.ABORTED})
-    del featurize
     distributed.barrier(ctx)
 
 

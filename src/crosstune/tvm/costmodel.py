@@ -33,7 +33,8 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             self.hardware = hardware
             self.fine_tune_every = fine_tune_every
             self.operators: dict[int, object] = {}
-            self.pending: list[tuple] = []
+            self.history: list[tuple] = []  # (operator, tokens, latency, task) of every measured program
+            self.new_since_fine_tune = 0
             self.failures = 0
             self.predict_seconds = 0.0
             self.predict_calls = 0
@@ -80,9 +81,11 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
                 for candidate, result in zip(candidates, results):
                     if result.run_secs:
                         latency = float(np.mean([float(s) for s in result.run_secs]))
-                        self.pending.append((self._operator(context), self._tokens([candidate])[0], latency, id(context.mod)))
-                if len(self.pending) >= self.fine_tune_every:
+                        self.history.append((self._operator(context), self._tokens([candidate])[0], latency, id(context.mod)))
+                        self.new_since_fine_tune += 1
+                if self.new_since_fine_tune >= self.fine_tune_every:
                     self._fine_tune()
+                    self.new_since_fine_tune = 0
             except Exception as err:  # noqa: BLE001
                 self.failures += 1
                 log.warning("crosstune cost model failed in update (%s); continuing without fine-tuning", err)
@@ -91,10 +94,9 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             from ..models.neural import NeuralCostModel
 
             if not isinstance(self.model, NeuralCostModel):
-                self.pending.clear()
                 return
             by_task: dict[int, list] = {}
-            for operator, toks, latency, task in self.pending:
+            for operator, toks, latency, task in self.history:  # all of this run's measurements so far
                 by_task.setdefault(task, []).append((operator, toks, latency))
             parts = []
             for task_index, entries in enumerate(by_task.values()):
@@ -112,7 +114,6 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
                 self.model.fit(data, None, progress=False, warm_start=True)
             finally:
                 config.epochs, config.lr = epochs, lr
-            self.pending.clear()
 
     return CrosstuneCostModel()
 

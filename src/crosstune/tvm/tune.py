@@ -200,7 +200,7 @@ def cost_model_seconds(result: TuneResult) -> float:
 
 
 def tune_compare(network: str, trials: int, hardware_config: str, out: str | Path, datasets: list[str],
-                 epochs: int = 8, seed: int = 0, print_fn=print) -> dict:
+                 epochs: int = 8, seed: int = 0, fine_tune_every: int = 64, print_fn=print) -> dict:
     """crossfeat pre-trained on the OTHER configurations only (transfer) against MetaSchedule's default
     XGBoost, same network, same trial budget."""
     from ..dataset import load_dataset
@@ -220,7 +220,8 @@ def tune_compare(network: str, trials: int, hardware_config: str, out: str | Pat
     print_fn(f"pre-trained crossfeat on {', '.join(others)} ({len(source)} records) in {seconds:.0f} s")
     results = {
         "xgb": tune_network(network, "xgb", trials, hardware_config, out / "xgb", seed=seed),
-        "crossfeat": tune_network(network, str(model_dir), trials, hardware_config, out / "crossfeat", seed=seed),
+        "crossfeat": tune_network(network, str(model_dir), trials, hardware_config, out / "crossfeat",
+                                  fine_tune_every=fine_tune_every, seed=seed),
     }
     xgb, ours = results["xgb"], results["crossfeat"]
     xgb_final = min((c["estimated_latency_ms"] for c in xgb.curve if np.isfinite(c["estimated_latency_ms"])), default=float("nan"))
