@@ -145,13 +145,19 @@ def parse_workload_key(workload_key: str) -> Operator:
     return Operator(name=name, kind=kind, args=numeric, flops=flops)
 
 
+# Which block names the operator of a fused function: the heaviest kind present wins.
+_ANCHOR_PRIORITY = ("conv2d_transpose", "conv3d", "depthwise_conv2d", "conv2d", "batch_matmul", "matmul", "dense",
+                    "sparse", "softmax", "norm", "pool", "reduction", "elementwise", "unknown")
+
+
 def operator_from_shapes(block_names: list[str], shapes: list[list[int]]) -> Operator:
     """Operator of a MetaSchedule workload from its SBlock names and its parameter shapes (inputs
     first, output last, as TVM orders a PrimFunc's buffers)."""
-    anchor = next((b for b in block_names if _guess_kind(b) not in ("unknown", "elementwise")), None)
-    if anchor is None:
-        anchor = next((b for b in block_names if b != "root"), "unknown")
+    named = [b for b in block_names if b != "root"]
+    anchor = min(named, key=lambda b: _ANCHOR_PRIORITY.index(_guess_kind(b)), default="unknown")
     kind = _guess_kind(anchor)
+    if kind == "conv2d" and len(shapes) >= 3 and len(shapes[1]) == 4 and shapes[1][1] == 1 and shapes[0][1] == shapes[1][0] > 1:
+        kind = "depthwise_conv2d"  # weight (C, 1, KH, KW) over C input channels: one filter per channel
     if kind == "unknown" and any(b.startswith("T_") for b in block_names):
         kind = "elementwise"
     if sum(1 for b in block_names if b != "root") > 2 and kind in ("elementwise", "unknown"):

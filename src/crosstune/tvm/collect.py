@@ -297,7 +297,7 @@ def import_collection(out: Path, configs: list[str], provenance: dict) -> Path:
 
     dataset = out / "dataset"
     for name in configs:
-        db_dir = out / name
-        if (db_dir / "database_tuning_record.json").is_file():
-            import_sources([db_dir], name, dataset, quiet=True, provenance=provenance)
+        records = out / name / "database_tuning_record.json"
+        if records.is_file():  # the database itself, not the failure log beside it
+            import_sources([records], name, dataset, quiet=True, provenance=provenance)
     return dataset
