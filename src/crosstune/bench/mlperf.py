@@ -109,7 +109,9 @@ def run_once(settings: BenchSettings, seed: int, log_path: Path, progress: bool 
     log.start(key=C.STAGING_START)
     staged_at = time.perf_counter()
     ds = load_dataset(settings.datasets)
-    split, _ = SplitOptions(settings.split, settings.test_hardware, settings.test_fraction).make(ds, seed)
+    # One validation set for every run (split seed 0), as MLPerf fixes its evaluation data; the run's
+    # seed varies initialisation and batch order only.
+    split, _ = SplitOptions(settings.split, settings.test_hardware, settings.test_fraction).make(ds, 0)
     train, valid = ds.select(split.train), ds.select(split.test)
     staged_bytes = sum(p.stat().st_size for d in settings.datasets for p in Path(d).rglob("*.parquet"))
     log.end(key=C.STAGING_STOP, metadata={"staging_duration_s": time.perf_counter() - staged_at,
