@@ -60,8 +60,12 @@ def test_collect_measures_the_same_programs_on_every_configuration(collected):
 
 def test_killed_collection_resumes_without_remeasuring(collected):
     out, settings, _ = collected
+    records = out / "local-sse-1c" / "database_tuning_record.json"
+    with open(records, "ab") as stream:  # a write cut short (kill, full disk)
+        stream.write(b'[0, [[[["GetSBlock", [], ["conv')
     again = collect(settings, out, quiet=True)
     assert again.measured == 0 and again.skipped_already_measured == 12
+    assert sum(v for k, v in again.failures.items() if k.startswith("corrupt database line")) == 1
     with pytest.raises(CrosstuneError, match="other settings"):
         collect(CollectSettings(["resnet18"], ["local-sse-1c"], programs_per_task=7, tasks_per_network=1), out)
 

@@ -149,6 +149,27 @@ def _candidates(out: Path, task: dict, settings: CollectSettings, target, builde
     return candidates
 
 
+def repair_database_file(path: Path) -> int:
+    """Drop lines that are not complete JSON (a write cut short by a kill or a full disk) so that TVM
+    can load the database again; returns how many were dropped. The good lines are kept atomically."""
+    if not path.is_file():
+        return 0
+    lines = path.read_bytes().splitlines(keepends=True)
+    good = []
+    for line in lines:
+        try:
+            json.loads(line)
+            good.append(line if line.endswith(b"\n") else line + b"\n")
+        except ValueError:
+            continue
+    dropped = len(lines) - len(good)
+    if dropped:
+        tmp = path.with_name(f".{path.name}.repair")
+        tmp.write_bytes(b"".join(good))
+        tmp.replace(path)
+    return dropped
+
+
 def _measured_traces(database, workload) -> set[str]:
     return {json.dumps(_plain(r.trace.as_json()), sort_keys=True)
             for r in database.get_all_tuning_records() if r.workload.same_as(workload)}
@@ -164,6 +185,10 @@ def _measure_task(out: Path, task: dict, candidates: list[dict], config_name: st
     target = target_of(config)
     db_dir = out / config_name
     db_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        dropped = repair_database_file(db_dir / name)
+        if dropped:
+            summary.failures[f"corrupt database line dropped on resume ({name})"] += dropped
     database = ms.database.JSONDatabase(path_workload=str(db_dir / "database_workload.json"),
                                         path_tuning_record=str(db_dir / "database_tuning_record.json"))
     mod = _load_mod(out, task)
