@@ -39,8 +39,9 @@ def _collect_args(p: argparse.ArgumentParser) -> Handler:
                                    args.tasks_per_network, args.evolutionary_fraction, args.seed)
         rpc = RpcSettings(args.rpc_tracker, args.device_key) if args.rpc_tracker else None
         summary = collect(settings, args.out, rpc=rpc, quiet=args.quiet)
-        print(f"measured {summary.measured} programs in {summary.seconds:.0f} s "
-              f"({summary.programs_per_minute:.0f}/min); {summary.skipped_already_measured} were already measured")
+        print(f"measured {summary.measured} programs in {summary.measure_seconds:.0f} s of measuring "
+              f"({summary.programs_per_minute:.0f}/min; {summary.seconds:.0f} s in all); "
+              f"{summary.skipped_already_measured} were already measured")
         for reason, count in summary.failures.most_common():
             print(f"  failed {count}: {reason}")
         print(f"dataset: {summary.dataset}")

@@ -61,11 +61,13 @@ class CollectSummary:
     skipped_already_measured: int = 0
     failures: Counter = field(default_factory=Counter)
     seconds: float = 0.0
+    measure_seconds: float = 0.0  # the measuring phase only (sampling candidates excluded)
     dataset: str = ""
 
     @property
     def programs_per_minute(self) -> float:
-        return 60.0 * self.measured / self.seconds if self.seconds else 0.0
+        """Measured programs (built and run on one configuration) per minute of the measuring phase."""
+        return 60.0 * self.measured / self.measure_seconds if self.measure_seconds else 0.0
 
 
 def _task_priority(name: str) -> tuple[int, str]:
@@ -293,12 +295,14 @@ def collect(settings: CollectSettings, out: str | Path, rpc: RpcSettings | None 
     for task in tqdm(tasks, desc="sampling candidates", disable=quiet):
         all_candidates[task["name"]] = _candidates(out, task, settings, reference_target, builder, reference_runner)
     total = sum(len(c) for c in all_candidates.values()) * len(configs)
+    measuring_started = time.perf_counter()
     with tqdm(total=total, desc="measuring", unit="prog", disable=quiet, smoothing=0.05) as bar:
         for config in configs:
             runner = make_runner(config, rpc)
             for task in tasks:
                 _measure_task(out, task, all_candidates[task["name"]], config.name, builder, runner, summary, bar)
     summary.seconds = time.perf_counter() - started
+    summary.measure_seconds = time.perf_counter() - measuring_started
     _write_network_map(out, tasks)
     state["last_run"] = {"measured": summary.measured, "seconds": round(summary.seconds, 1),
                          "failures": dict(summary.failures)}
