@@ -38,7 +38,7 @@ def test_import_and_info_on_real_records(tmp_path, small_roller, capsys):
     (["eval", "/no/model", "/no/dataset"], "no such model"),
 ])
 def test_user_mistakes_exit_2_without_traceback(argv, message):
-    result = subprocess.run([sys.executable, "-m", "crosstune.cli", *argv], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "crosstune", *argv], capture_output=True, text=True)
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr

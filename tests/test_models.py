@@ -43,9 +43,12 @@ def trained(tiny, split, tmp_path_factory):
 def test_model_ranks_unseen_gpu_better_than_random(kind, trained, tiny, split):
     outcome, _ = trained[kind]
     test = tiny.select(split[0].test)
-    result = evaluate(test, outcome.model.predict(test))["overall"]
+    scores = outcome.model.predict(test)
+    result = evaluate(test, scores)["overall"]
     assert result["pca"] > 0.55, result  # random is 0.5
-    assert result["top5"] >= result["random"]["top5"] - 0.05
+    # With only four test groups, top-5 against the random expectation is too noisy to test; the
+    # programs the model ranks best must still beat the ones it ranks worst.
+    assert result["top5"] > evaluate(test, -scores)["overall"]["top5"] + 0.1, result
 
 
 @pytest.mark.parametrize("kind", MODEL_KINDS)

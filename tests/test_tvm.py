@@ -4,11 +4,12 @@ inside MetaSchedule's search, and a whole-network tune that is checked against P
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,17 +71,36 @@ def test_killed_collection_resumes_without_remeasuring(collected):
         collect(CollectSettings(["resnet18"], ["local-sse-1c"], programs_per_task=7, tasks_per_network=1), out)
 
 
+def _wait_for_tracker(port: int, key: str | None, timeout: float = 90.0) -> None:
+    """Until the tracker answers (and, with a key, a server of that key has registered): a loaded CI
+    machine starts the two processes far slower than a fixed sleep assumes."""
+    from tvm import rpc
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            summary = rpc.connect_tracker("127.0.0.1", port).summary()
+            if key is None or summary.get("queue_info", {}).get(key, {}).get("free", 0) > 0:
+                return
+        except (OSError, RuntimeError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"RPC tracker on port {port} not ready (key {key}) after {timeout:.0f} s")
+        time.sleep(0.5)
+
+
 def test_collect_through_an_rpc_tracker_on_loopback(tmp_path):
     port = _free_port()
-    tracker = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tracker = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
+                                "--port-end", str(port + 1)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     server = None
     try:
-        time.sleep(3)
+        _wait_for_tracker(port, key=None)
         server = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--tracker", f"127.0.0.1:{port}",
                                    "--key", "crosstune-test", "--host", "127.0.0.1"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(5)
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        _wait_for_tracker(port, key="crosstune-test")
         settings = CollectSettings(["resnet18"], ["local-sse-1c"], programs_per_task=3, tasks_per_network=1,
                                    evolutionary_fraction=0.0)
         summary = collect(settings, tmp_path, rpc=RpcSettings(f"127.0.0.1:{port}", "crosstune-test"), quiet=True)
@@ -89,8 +109,8 @@ def test_collect_through_an_rpc_tracker_on_loopback(tmp_path):
         assert len(ds) == 3 and ds.valid.all()
     finally:
         for proc in (server, tracker):
-            if proc is not None:
-                proc.terminate()
+            if proc is not None:  # the whole group: TVM's worker processes outlive their parent
+                os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=10)
 
 

@@ -102,4 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m crosstune.cli`, this file is `__main__`, a second copy of the module: the command
+    # modules register into `crosstune.cli`, so hand over to that one.
+    from crosstune.cli import main as registered_main
+    sys.exit(registered_main())

@@ -147,16 +147,23 @@ def featurize(ds: Dataset, norm: Normalizer) -> Features:
 SUMMARY_FEATURES = len(tokens.KINDS) * (1 + tokens.NUM_ARGS)
 
 
-def program_summary(offsets: np.ndarray, kinds: np.ndarray, args: np.ndarray) -> np.ndarray:
-    """Position-free view of a program: log(1 + count) and mean (normalised) arguments of each kind."""
+def kind_counts_and_means(offsets: np.ndarray, kinds: np.ndarray, args: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per program: how often each primitive kind occurs, (n, kinds), and the mean arguments of each
+    kind, flattened to (n, kinds * NUM_ARGS)."""
     n, n_kinds = len(offsets) - 1, len(tokens.KINDS)
     record = np.repeat(np.arange(n), np.diff(offsets))
-    flat = record * n_kinds + kinds
+    flat = record * n_kinds + kinds.astype(np.int64)
     counts = np.bincount(flat, minlength=n * n_kinds).reshape(n, n_kinds).astype(np.float32)
     sums = np.zeros((n * n_kinds, tokens.NUM_ARGS), np.float32)
     np.add.at(sums, flat, args)
     means = sums.reshape(n, n_kinds, tokens.NUM_ARGS) / np.maximum(counts, 1.0)[..., None]
-    return np.concatenate([np.log1p(counts), means.reshape(n, -1)], axis=1)
+    return counts, means.reshape(n, n_kinds * tokens.NUM_ARGS)
+
+
+def program_summary(offsets: np.ndarray, kinds: np.ndarray, args: np.ndarray) -> np.ndarray:
+    """Position-free view of a program: log(1 + count) and mean (normalised) arguments of each kind."""
+    counts, means = kind_counts_and_means(offsets, kinds, args)
+    return np.concatenate([np.log1p(counts), means], axis=1)
 
 
 def kind_ordinals(offsets: np.ndarray, kinds: np.ndarray) -> np.ndarray:

@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 from . import tokens
 from .dataset import FORMAT_NAME, MANIFEST, Dataset, _counts, atomic_write_text, read_manifest
 from .errors import CrosstuneError
+from .features import kind_counts_and_means
 
 NOISE = 0.02  # relative latency spread treated as measurement noise
 
@@ -201,13 +202,8 @@ def prune_informative(ds: Dataset, keep: float, seed: int) -> Pruning:
 
 def program_vectors(ds: Dataset) -> np.ndarray:
     """A fixed-length summary per program: count and mean arguments of each primitive kind."""
-    n, n_kinds = len(ds), len(tokens.KINDS)
-    record = np.repeat(np.arange(n), np.diff(ds.offsets))
-    counts = np.zeros((n, n_kinds), np.float32)
-    np.add.at(counts, (record, ds.kinds.astype(np.int64)), 1.0)
-    sums = np.zeros((n, n_kinds, tokens.NUM_ARGS), np.float32)
-    np.add.at(sums, (record, ds.kinds.astype(np.int64)), np.nan_to_num(ds.args))
-    vectors = np.concatenate([counts, (sums / np.maximum(counts, 1)[..., None]).reshape(n, -1)], axis=1)
+    counts, means = kind_counts_and_means(ds.offsets, ds.kinds, np.nan_to_num(ds.args))
+    vectors = np.concatenate([counts, means], axis=1)
     std = vectors.std(axis=0)
     return (vectors - vectors.mean(axis=0)) / np.where(std > 1e-6, std, 1.0)
 

@@ -166,6 +166,8 @@ def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
     device = distributed.device_for(ctx, cfg.device)
     torch.manual_seed(cfg.seed)
     checkpoint = _Checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
+    if int(np.count_nonzero(train.valid)) < 2:
+        raise CrosstuneError("the training split has fewer than two valid measurements")
     saved = checkpoint.load() if (checkpoint is not None and resume) else None
     if saved:
         model.normalizer = Normalizer.from_json(saved[0]["normalizer"])
@@ -175,8 +177,6 @@ def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
     valid_feats = featurize(valid, model.normalizer) if valid is not None and len(valid) else None
     labels = torch.from_numpy(train.labels())
     rows = np.flatnonzero(train.valid)
-    if len(rows) < 2:
-        raise CrosstuneError("the training split has fewer than two valid measurements")
 
     net = (model.net if warm_start and model.net is not None else model.build_net()).to(device)
     optimizer_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam

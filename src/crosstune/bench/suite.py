@@ -3,10 +3,8 @@ models trained at once, MLPerf HPC's weak-scaling metric), the roofline and the 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -15,7 +13,7 @@ import numpy as np
 
 from ..reporting import write_json
 from ..tables import format_table
-from .mlperf import BenchSettings, _worker_command, parse_log, run_bench, summarize
+from .mlperf import BenchSettings, _worker_command, parse_log, run_bench
 
 
 def throughput_mode(settings: BenchSettings, models: int, print_fn=print) -> dict:

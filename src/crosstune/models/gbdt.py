@@ -8,7 +8,6 @@ Trained with ``rank:pairwise`` grouped by (task, hardware).
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import numpy as np
 from .. import tokens
 from ..dataset import Dataset
 from ..errors import CrosstuneError
-from ..features import Normalizer, featurize, spec_vectors
+from ..features import Normalizer, featurize, kind_counts_and_means, spec_vectors
 from .base import CostModel, write_config
 
 MODEL_FILE = "model.json"
@@ -49,16 +48,10 @@ class XGBModel(CostModel):
         n, steps = len(feats), self.config.max_steps
         kinds, cats, args, mask = feats.padded(np.arange(n), max_len=steps)
         positional = np.concatenate([kinds[..., None].astype(np.float32), cats[..., None].astype(np.float32), args],
-                                    axis=-1).reshape(n, -1)
+                                    axis=-1).reshape(n, steps * (tokens.NUM_ARGS + 2))
         positional[~np.repeat(mask, tokens.NUM_ARGS + 2, axis=1)] = np.nan  # missing, not zero
-        n_kinds = len(tokens.KINDS)
-        record = np.repeat(np.arange(n), feats.lengths)
-        counts = np.zeros((n, n_kinds), np.float32)
-        np.add.at(counts, (record, feats.kinds), 1.0)
-        sums = np.zeros((n, n_kinds, tokens.NUM_ARGS), np.float32)
-        np.add.at(sums, (record, feats.kinds), feats.args)
-        means = sums / np.maximum(counts, 1.0)[..., None]
-        return np.concatenate([positional, counts, means.reshape(n, -1), feats.op,
+        counts, means = kind_counts_and_means(feats.offsets, feats.kinds, feats.args)
+        return np.concatenate([positional, counts, means, feats.op,
                                feats.op_kind[:, None].astype(np.float32), feats.hw, feats.lengths[:, None]], axis=1)
 
     def fit(self, train: Dataset, valid: Dataset | None = None, progress: bool = True, **_options) -> dict:

@@ -172,13 +172,31 @@ def repair_database_file(path: Path) -> int:
     return dropped
 
 
-def _measured_traces(database, workload) -> set[str]:
-    return {json.dumps(_plain(r.trace.as_json()), sort_keys=True)
-            for r in database.get_all_tuning_records() if r.workload.same_as(workload)}
+def _measured_traces(database) -> dict[str, set[str]]:
+    """The traces already in the database, by workload structural hash (read once per configuration)."""
+    done: dict[str, set[str]] = {}
+    for record in database.get_all_tuning_records():
+        shash = str(_plain(record.workload.as_json())[0])
+        done.setdefault(shash, set()).add(json.dumps(_plain(record.trace.as_json()), sort_keys=True))
+    return done
 
 
-def _measure_task(out: Path, task: dict, candidates: list[dict], config_name: str, builder, runner,
-                  summary: CollectSummary, bar) -> None:
+def _open_database(db_dir: Path, summary: CollectSummary):
+    """The configuration's MetaSchedule database, repaired first if a write was cut short. Opened once
+    per configuration: TVM parses the whole file on opening, which grows with every task measured."""
+    from tvm.s_tir import meta_schedule as ms
+
+    db_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        dropped = repair_database_file(db_dir / name)
+        if dropped:
+            summary.failures[f"corrupt database line dropped on resume ({name})"] += dropped
+    return ms.database.JSONDatabase(path_workload=str(db_dir / "database_workload.json"),
+                                    path_tuning_record=str(db_dir / "database_tuning_record.json"))
+
+
+def _measure_task(out: Path, task: dict, candidates: list[dict], config_name: str, database,
+                  done: dict[str, set[str]], builder, runner, summary: CollectSummary, bar) -> None:
     import tvm
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.schedule import Schedule, Trace
@@ -186,18 +204,11 @@ def _measure_task(out: Path, task: dict, candidates: list[dict], config_name: st
     config = configuration(config_name)
     target = target_of(config)
     db_dir = out / config_name
-    db_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("database_workload.json", "database_tuning_record.json"):
-        dropped = repair_database_file(db_dir / name)
-        if dropped:
-            summary.failures[f"corrupt database line dropped on resume ({name})"] += dropped
-    database = ms.database.JSONDatabase(path_workload=str(db_dir / "database_workload.json"),
-                                        path_tuning_record=str(db_dir / "database_tuning_record.json"))
     mod = _load_mod(out, task)
     workload = database.commit_workload(mod)
     task["shash"] = str(_plain(workload.as_json())[0])
-    done = _measured_traces(database, workload)
-    todo = [c for c in candidates if json.dumps(c["trace"], sort_keys=True) not in done]
+    measured = done.get(task["shash"], set())
+    todo = [c for c in candidates if json.dumps(c["trace"], sort_keys=True) not in measured]
     summary.skipped_already_measured += len(candidates) - len(todo)
     bar.update(len(candidates) - len(todo))
     args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
@@ -299,8 +310,11 @@ def collect(settings: CollectSettings, out: str | Path, rpc: RpcSettings | None 
     with tqdm(total=total, desc="measuring", unit="prog", disable=quiet, smoothing=0.05) as bar:
         for config in configs:
             runner = make_runner(config, rpc)
+            database = _open_database(out / config.name, summary)
+            done = _measured_traces(database)
             for task in tasks:
-                _measure_task(out, task, all_candidates[task["name"]], config.name, builder, runner, summary, bar)
+                _measure_task(out, task, all_candidates[task["name"]], config.name, database, done, builder,
+                              runner, summary, bar)
     summary.seconds = time.perf_counter() - started
     summary.measure_seconds = time.perf_counter() - measuring_started
     _write_network_map(out, tasks)
