@@ -176,10 +176,15 @@ def plot_curves(results: dict[str, TuneResult], path: Path, title: str) -> None:
         axes[1].plot(trials, np.minimum.accumulate(latency), label=label)
     axes[0].set_xlabel("tuning wall time (minutes)")
     axes[1].set_xlabel("measured programs (trials)")
+    plotted = any(ax.lines for ax in axes)
     for ax in axes:
         ax.set_ylabel("best estimated network latency (ms)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if plotted:
+            ax.legend(fontsize=8)
+        else:  # too few trials for every task to have a measured program: no network estimate yet
+            ax.text(0.5, 0.5, "no estimate yet:\nsome tasks have no measured program", ha="center",
+                    va="center", transform=ax.transAxes)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
