@@ -39,7 +39,7 @@ def child_import(sources: list[str], out: str) -> dict:
     code = ("import json,resource,sys,time;from crosstune.importer import import_sources;"
             "t=time.perf_counter();n=0\n"
             "for i,s in enumerate(sys.argv[2:]):\n"
-            "    n+=import_sources([s], 'hw%d' % i if len(sys.argv)>3 else 'k80', sys.argv[1]).added\n"
+            "    n+=import_sources([s], ('k80', 'v100')[i], sys.argv[1]).added\n"
             "print(json.dumps({'records':n,'seconds':time.perf_counter()-t,"
             "'peak_rss_mb':resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024}))")
     result = subprocess.run([sys.executable, "-c", code, out, *sources], capture_output=True, text=True, check=True)
