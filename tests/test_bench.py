@@ -74,3 +74,22 @@ def test_killed_run_is_incomplete_and_not_counted(tmp_path, tiny_dataset):
     assert killed.status == "incomplete"
     summary = summarize([parse_log(log), killed])
     assert summary["successful_runs"] == 1 and summary["incomplete_runs"] == 1
+
+
+def test_stopping_the_benchmark_stops_its_workers(tmp_path, tiny_dataset):
+    """`kill` on `crosstune bench` must not leave a worker training on (and skewing the next run's timing)."""
+    out = tmp_path / "bench"
+    bench = subprocess.Popen([sys.executable, "-m", "crosstune", "bench", "--dataset", str(tiny_dataset),
+                              "--target-pca", "0.999", "--seeds", "1", "--max-epochs", "50", "--no-roofline",
+                              "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = out / "run-p1-seed0.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "epoch_start" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert log.exists(), "the benchmark's first run never started"
+    bench.terminate()
+    _, stderr = bench.communicate(timeout=60)
+    assert bench.returncode == 130 and "interrupted" in stderr
+    time.sleep(1)
+    workers = subprocess.run(["pgrep", "-f", str(log)], capture_output=True, text=True).stdout.split()
+    assert not workers, f"worker processes left running: {workers}"

@@ -6,7 +6,9 @@ Every user mistake surfaces as a CrosstuneError, printed as one line on stderr w
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -85,7 +87,13 @@ def _load_command_modules() -> None:
     from . import commands  # noqa: F401
 
 
+def _interrupt_on_sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt  # a `kill` stops a command as cleanly as Ctrl-C (children stopped, exit 130)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):

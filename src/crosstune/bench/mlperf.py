@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -241,13 +242,42 @@ def _worker_command(settings: BenchSettings, seed: int, log_path: Path, processe
             "-m", "crosstune.bench.worker", *args[3:]]
 
 
+def start_group(command: list[str], env: dict, **options) -> subprocess.Popen:
+    """A child in its own process group, so that stopping the benchmark stops torchrun's workers too."""
+    return subprocess.Popen(command, env=env, start_new_session=True, **options)
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM to the child's whole group, then SIGKILL to whatever of the group is left after ``grace_s``
+    (torchrun's workers can outlive torchrun)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
 def run_logged(settings: BenchSettings, seed: int, log_path: Path, processes: int, timeout_s: float | None = None) -> RunResult:
     """One run in a fresh process (so that every run pays its own staging, as on a cluster)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if processes > 1:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // processes))
-    completed = subprocess.run(_worker_command(settings, seed, log_path, processes), env=env, timeout=timeout_s,
-                               capture_output=True, text=True)
+    proc = start_group(_worker_command(settings, seed, log_path, processes), env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except BaseException:  # timeout, Ctrl-C, SIGTERM: no orphaned worker keeps training
+        stop_group(proc)
+        raise
+    completed = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     if completed.returncode != 0 and not log_path.exists():
         raise CrosstuneError(f"benchmark run (seed {seed}) failed:\n{completed.stderr[-2000:]}")
     result = parse_log(log_path)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..reporting import write_json
 from ..tables import format_table
-from .mlperf import BenchSettings, _worker_command, parse_log, run_bench
+from .mlperf import BenchSettings, _worker_command, parse_log, run_bench, start_group, stop_group
 
 
 def throughput_mode(settings: BenchSettings, models: int, print_fn=print) -> dict:
@@ -23,10 +23,15 @@ def throughput_mode(settings: BenchSettings, models: int, print_fn=print) -> dic
     seeds = [settings.seeds[0] + 1000 + i for i in range(models)]
     logs = [out / f"run-concurrent{models}-seed{s}.log" for s in seeds]
     started = time.perf_counter()
-    procs = [subprocess.Popen(_worker_command(settings, s, log, 1), env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE) for s, log in zip(seeds, logs)]
-    for proc in procs:
-        proc.wait()
+    procs = [start_group(_worker_command(settings, s, log, 1), env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL) for s, log in zip(seeds, logs)]
+    try:
+        for proc in procs:
+            proc.wait()
+    except BaseException:
+        for proc in procs:
+            stop_group(proc)
+        raise
     wall = time.perf_counter() - started
     results = [parse_log(log) for log in logs]
     done = sum(r.status == "success" for r in results)
