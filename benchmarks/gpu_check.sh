@@ -30,7 +30,8 @@ $CT bench --dataset "$DATASET" --split by-task --target-pca "$TARGET" --seeds 5 
 echo "bench done after $(( $(date +%s) - start )) s"
 for log in $(python3 -c "import json;print(' '.join(r['log'] for r in json.load(open('$OUT/bench/bench-summary.json'))['runs']))"); do
     python3 -m mlperf_logging.compliance_checker --usage hpc --ruleset 3.0.0 \
-        --config "$PWD/src/crosstune/bench/crosstune_hpc.yaml" "$log" > "$OUT/compliance.txt" 2>&1 \
+        --config "$PWD/src/crosstune/bench/crosstune_hpc.yaml" --log_output "$OUT/compliance.log" "$log" \
+        > "$OUT/compliance.txt" 2>&1 \
         && echo "compliance: $(basename "$log") passed" || { echo "compliance: $(basename "$log") FAILED"; tail -5 "$OUT/compliance.txt"; }
 done
 for test_gpu in v100 k80; do
