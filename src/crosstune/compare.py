@@ -36,8 +36,7 @@ def run_comparison(datasets: Sequence[str], kinds: Sequence[str], split_options:
                                     out=out / f"seed{seed}" if out else None)
         runs.append(comparison)
         if json_path:  # after every seed, so a long comparison that is stopped keeps what it measured
-            write_json(json_path, {"split": {"kind": comparison.split.kind, "description": comparison.split.description},
-                                   "complete": False, "runs": [{"results": r.results, "timings": r.timings} for r in runs]})
+            write_json(json_path, _runs_json(runs, complete=False))
         if seed == base_seed:
             print_fn(f"split {comparison.split.kind}: {comparison.split.description}; "
                      f"train {len(comparison.split.train)} records, test {len(comparison.split.test)}")
@@ -48,12 +47,16 @@ def run_comparison(datasets: Sequence[str], kinds: Sequence[str], split_options:
     if hard:
         print_fn(f"\nper operator (mean over seeds), hard operators: {', '.join(hard)}")
         print_fn(operator_table(runs, kinds, hard))
-    data = {"split": {"kind": runs[0].split.kind, "description": runs[0].split.description}, "complete": True,
-            "seeds": list(range(base_seed, base_seed + seeds)), "summary": summary,
-            "runs": [{"results": r.results, "timings": r.timings} for r in runs]}
+    data = {**_runs_json(runs, complete=True), "seeds": list(range(base_seed, base_seed + seeds)), "summary": summary}
     if json_path:
         write_json(json_path, data)
     return data
+
+
+def _runs_json(runs: list, complete: bool) -> dict:
+    """The split and every seed's results so far, as written to ``--json``."""
+    return {"split": {"kind": runs[0].split.kind, "description": runs[0].split.description}, "complete": complete,
+            "runs": [{"results": r.results, "timings": r.timings} for r in runs]}
 
 
 def summarize_runs(runs: list, kinds: Sequence[str]) -> dict:

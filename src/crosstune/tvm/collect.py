@@ -195,15 +195,14 @@ def _open_database(db_dir: Path, summary: CollectSummary):
                                     path_tuning_record=str(db_dir / "database_tuning_record.json"))
 
 
-def _measure_task(out: Path, task: dict, candidates: list[dict], config_name: str, database,
+def _measure_task(out: Path, task: dict, candidates: list[dict], config, database,
                   done: dict[str, set[str]], builder, runner, summary: CollectSummary, bar) -> None:
     import tvm
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.schedule import Schedule, Trace
 
-    config = configuration(config_name)
     target = target_of(config)
-    db_dir = out / config_name
+    db_dir = out / config.name
     mod = _load_mod(out, task)
     workload = database.commit_workload(mod)
     task["shash"] = str(_plain(workload.as_json())[0])
@@ -313,7 +312,7 @@ def collect(settings: CollectSettings, out: str | Path, rpc: RpcSettings | None 
             database = _open_database(out / config.name, summary)
             done = _measured_traces(database)
             for task in tasks:
-                _measure_task(out, task, all_candidates[task["name"]], config.name, database, done, builder,
+                _measure_task(out, task, all_candidates[task["name"]], config, database, done, builder,
                               runner, summary, bar)
     summary.seconds = time.perf_counter() - started
     summary.measure_seconds = time.perf_counter() - measuring_started
