@@ -72,9 +72,11 @@ def test_prune_study_and_report(tmp_path, tiny_dataset):
     small_dataset = tiny_dataset
     out = tmp_path / "study"
     summary = prune_study([str(small_dataset)], ["v100"], "xgb", [1.0, 0.5, 0.3], out,
-                          strategies=["random", "stratified"], cfg=TrainConfig(epochs=1), print_fn=lambda *_: None)
+                          strategies=["random", "stratified"], cfg=TrainConfig(epochs=1), seeds=2,
+                          print_fn=lambda *_: None)
     rows = list(csv.DictReader(open(out / "prune-study.csv")))
     assert len(rows) == 1 + 2 * 2 and rows[0]["strategy"] == "full"
+    assert summary["seeds"] == [0, 1] and all(float(r["pca_std"]) >= 0 for r in rows)
     assert (out / "prune-study.png").stat().st_size > 10_000
     assert summary["best"] is None or summary["best"]["pca"] >= summary["full"]["pca"] - 0.005
     split_study([str(small_dataset)], "xgb", out, cfg=TrainConfig(epochs=1), print_fn=lambda *_: None)

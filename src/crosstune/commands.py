@@ -203,6 +203,7 @@ def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--strategies", type=_csv, default=None, help="default: all")
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=1, help="average every point over this many seeds (from --seed)")
     p.add_argument("--out", default="prune-study", metavar="STUDY_DIR")
 
     def run(args: argparse.Namespace) -> int:
@@ -212,7 +213,7 @@ def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
         from .train import TrainConfig
 
         prune_study(args.datasets, args.test_hardware, args.model, parse_keeps(args.keep), Path(args.out),
-                    args.strategies, TrainConfig(epochs=args.epochs, seed=args.seed))
+                    args.strategies, TrainConfig(epochs=args.epochs, seed=args.seed), args.seeds)
         print(f"results in {args.out}/ (crosstune report {args.out} makes an HTML page)")
         return 0
     return run

@@ -3,7 +3,10 @@
 Features: the first ``max_steps`` tokens flattened by position (kind, category, 8 arguments each),
 position-independent per-kind aggregates (count and mean arguments of each primitive kind, so that a
 step shifted by one position is still recognised), the operator vector and the hardware vector.
-Trained with ``rank:pairwise`` grouped by (task, hardware).
+Trained with ``rank:pairwise`` grouped by (task, hardware), pairs drawn uniformly over each group
+(``lambdarank_pair_method=mean``): XGBoost's default draws them from the top of each group only, which
+on the roller-ansor K80 -> V100 split gave PCA 0.659 against 0.720 with two uniform pairs per program
+(top-1 0.862 vs 0.915, and 30 s instead of 38 s of training).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class XGBConfig:
     max_depth: int = 8
     learning_rate: float = 0.1
     subsample: float = 0.8
+    pairs_per_program: int = 2
     seed: int = 0
     threads: int = 0  # 0 = all cores
 
@@ -68,6 +72,7 @@ class XGBModel(CostModel):
         matrix = xgboost.DMatrix(x, label=y, qid=train.group[rows])
         params = {"objective": "rank:pairwise", "max_depth": self.config.max_depth, "eta": self.config.learning_rate,
                   "subsample": self.config.subsample, "tree_method": "hist", "seed": self.config.seed,
+                  "lambdarank_pair_method": "mean", "lambdarank_num_pair_per_sample": self.config.pairs_per_program,
                   "verbosity": 0}
         if self.config.threads:
             params["nthread"] = self.config.threads
