@@ -8,6 +8,8 @@
 # DATASET is a crosstune dataset of the shared K80 + V100 records; the within-task split runs on
 # WITHIN_DATASET (default DATASET; the K80 records alone make it comparable to a one-GPU 90/10 split).
 # Each compare writes its JSON after every seed, so a run cut short by COMPARE_SECONDS still leaves the seeds it finished.
+# FEWSHOT=0.05 also runs both directions few-shot (that share of each test task given to training) for
+# FEWSHOT_MODELS (default crossfeat,xgb).
 # DEVICE=cpu runs the same steps without a GPU (to check the script itself on a small dataset).
 set -uo pipefail
 DATASET=${1:?dataset}; OUT=${2:?out dir}; EPOCHS=${3:-10}; WITHIN=${4:-$1}; DEVICE=${DEVICE:-cuda}
@@ -28,6 +30,10 @@ compare() {  # name, dataset, then the split arguments
 compare k80-to-v100 "$DATASET" --test-hardware v100 &
 compare v100-to-k80 "$DATASET" --test-hardware k80 &
 compare within-task "$WITHIN" --split within-task --test-fraction 0.1 &
+if [ -n "${FEWSHOT:-}" ]; then
+    MODELS=${FEWSHOT_MODELS:-crossfeat,xgb} compare fewshot-k80-to-v100 "$DATASET" --test-hardware v100 --target-fraction "$FEWSHOT" &
+    MODELS=${FEWSHOT_MODELS:-crossfeat,xgb} compare fewshot-v100-to-k80 "$DATASET" --test-hardware k80 --target-fraction "$FEWSHOT" &
+fi
 wait
 for f in "$OUT"/compare-*.txt; do echo "== $f"; cat "$f"; done
 echo "all done after $(( $(date +%s) - start )) s"
