@@ -73,7 +73,8 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--loss", default="lambdarank", choices=("lambdarank", "mse"))
+    p.add_argument("--loss", default="lambdarank", choices=("lambdarank", "pairwise", "mse"),
+                   help="lambdarank (NDCG-weighted pairs), pairwise (RankNet, every pair equal) or mse")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's own)")
     p.add_argument("--quiet", action="store_true")
 

@@ -107,35 +107,36 @@ def _program_keys(ds: Dataset, decimals: int | None) -> np.ndarray:
     return sums ^ np.diff(ds.offsets).astype(np.int64)
 
 
+def _merge_duplicates(ds: Dataset, keys: np.ndarray) -> tuple[np.ndarray, dict[int, float]]:
+    """Within each group, one kept record per distinct key (the first), and for keys shared by several
+    records the mean of their finite latencies. Vectorised: tasks hold thousands of programs."""
+    key_ids = np.unique(keys, return_inverse=True)[1].astype(np.int64)
+    pair = ds.group.astype(np.int64) * (int(key_ids.max(initial=0)) + 1) + key_ids
+    _, first, inverse, counts = np.unique(pair, return_index=True, return_inverse=True, return_counts=True)
+    finite = np.isfinite(ds.latency)
+    sums = np.bincount(inverse, weights=np.where(finite, ds.latency, 0.0), minlength=len(first))
+    measured = np.bincount(inverse, weights=finite.astype(float), minlength=len(first))
+    shared = (counts > 1) & (measured > 0)
+    merged = dict(zip(first[shared].tolist(), (sums[shared] / measured[shared]).tolist()))
+    return np.sort(first), merged
+
+
 def prune_dedup(ds: Dataset, keep: float, seed: int) -> Pruning:
     """Merge duplicates at the finest rounding level that reaches ``keep`` (exact first)."""
     target = keep * len(ds)
-    best = None
     for decimals in (None, 2, 1, 0):
-        keys = _program_keys(ds, decimals)
-        removed, kept, merged = Counter(), [], {}
-        for rows in _groups(ds):
-            _, first, inverse = np.unique(keys[rows], return_index=True, return_inverse=True)
-            for j, head in enumerate(first):
-                members = rows[inverse == j]
-                kept.append(rows[head])
-                if len(members) > 1:
-                    lat = ds.latency[members]
-                    lat = lat[np.isfinite(lat)]
-                    if len(lat):
-                        merged[int(rows[head])] = float(lat.mean())
+        kept, merged = _merge_duplicates(ds, _program_keys(ds, decimals))
         level = "identical" if decimals is None else f"nearly identical (arguments rounded to {decimals} decimals)"
-        removed[f"duplicate program ({level}), merged"] = len(ds) - len(kept)
-        best = (np.array(kept), removed, merged)
+        removed = Counter({f"duplicate program ({level}), merged": len(ds) - len(kept)})
         if len(kept) <= target:
             break
-    kept, removed, merged = best
     if len(kept) > target:  # duplicates alone do not get there: fill with a random sample of the rest
         rng = np.random.default_rng(seed)
         chosen = rng.permutation(kept)[: int(round(target))]
         removed["random sample after merging duplicates"] += len(kept) - len(chosen)
         kept = chosen
-        merged = {k: v for k, v in merged.items() if k in set(chosen.tolist())}
+        chosen_set = set(chosen.tolist())
+        merged = {k: v for k, v in merged.items() if k in chosen_set}
     return Pruning(np.unique(kept), removed, merged)
 
 

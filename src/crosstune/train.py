@@ -49,7 +49,7 @@ class TrainConfig:
     lr: float = 2e-3
     weight_decay: float = 1e-4
     optimizer: str = "adamw"  # adamw | adam
-    loss: str = "lambdarank"  # lambdarank | mse
+    loss: str = "lambdarank"  # lambdarank | pairwise | mse
     group_size: int = 64
     groups_per_batch: int = 8
     batch_across_groups: bool = False  # TLP: one ranking over the whole (mixed) batch
