@@ -23,12 +23,13 @@ def ds(small_dataset):
     return load_dataset([small_dataset])
 
 
+@pytest.mark.parametrize("keep", [0.3, 0.8])
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-def test_strategies_are_deterministic_and_near_the_requested_size(ds, strategy):
-    a = prune(ds, strategy, 0.3, seed=1)
-    b = prune(ds, strategy, 0.3, seed=1)
+def test_strategies_are_deterministic_and_near_the_requested_size(ds, strategy, keep):
+    a = prune(ds, strategy, keep, seed=1)
+    b = prune(ds, strategy, keep, seed=1)
     assert np.array_equal(a.keep, b.keep)
-    assert 0.2 * len(ds) <= a.kept <= 0.31 * len(ds), (strategy, a.kept)
+    assert (keep - 0.1) * len(ds) <= a.kept <= (keep + 0.01) * len(ds), (strategy, a.kept)
     assert sum(a.removed.values()) == len(ds) - a.kept
     assert len(np.unique(a.keep)) == a.kept
 

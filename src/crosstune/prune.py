@@ -122,14 +122,16 @@ def _merge_duplicates(ds: Dataset, keys: np.ndarray) -> tuple[np.ndarray, dict[i
 
 
 def prune_dedup(ds: Dataset, keep: float, seed: int) -> Pruning:
-    """Merge duplicates at the finest rounding level that reaches ``keep`` (exact first)."""
+    """Merge duplicates at the coarsest rounding level that still leaves at least ``keep`` of the
+    records (exact duplicates always merge), then sample the rest down to ``keep`` at random."""
     target = keep * len(ds)
     for decimals in (None, 2, 1, 0):
-        kept, merged = _merge_duplicates(ds, _program_keys(ds, decimals))
+        candidate = _merge_duplicates(ds, _program_keys(ds, decimals))
+        if decimals is not None and len(candidate[0]) < target:
+            break  # this level merges more than may go: stay at the finer one
+        kept, merged = candidate
         level = "identical" if decimals is None else f"nearly identical (arguments rounded to {decimals} decimals)"
         removed = Counter({f"duplicate program ({level}), merged": len(ds) - len(kept)})
-        if len(kept) <= target:
-            break
     if len(kept) > target:  # duplicates alone do not get there: fill with a random sample of the rest
         rng = np.random.default_rng(seed)
         chosen = rng.permutation(kept)[: int(round(target))]
@@ -157,6 +159,19 @@ def prune_task_redundancy(ds: Dataset, keep: float, seed: int) -> Pruning:
                    for j in kept_groups):
                 continue
             kept_groups.append(i)
+        if sum(info[i][3] for i in kept_groups) < target and tolerance == 0.0:
+            # Even exact repeats are more than may go: drop only enough of them (seeded), so that
+            # ``keep`` is honoured instead of returning far fewer records than asked for.
+            kept_set = set(kept_groups)
+            dropped = np.random.default_rng(seed).permutation([i for i in order if i not in kept_set])
+            total = sum(info[i][3] for i in kept_groups)
+            for i in dropped:
+                if total >= target:
+                    break
+                kept_groups.append(int(i))
+                total += info[i][3]
+            chosen_keep = kept_groups
+            break
         chosen_keep = kept_groups
         if sum(info[i][3] for i in kept_groups) <= target:
             break
@@ -210,10 +225,16 @@ def program_vectors(ds: Dataset) -> np.ndarray:
 
 
 def _farthest_points(vectors: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k-center greedy. Once every program left is a copy of a chosen one (distance 0), the rest of the
+    k are drawn at random from the unchosen, so that ``keep`` is honoured on sets with repeated programs."""
     chosen = [int(rng.integers(len(vectors)))]
     distance = np.linalg.norm(vectors - vectors[chosen[0]], axis=1)
     while len(chosen) < k:
         nxt = int(np.argmax(distance))
+        if distance[nxt] <= 0.0:
+            rest = np.setdiff1d(np.arange(len(vectors)), chosen)
+            chosen.extend(rng.permutation(rest)[: k - len(chosen)].tolist())
+            break
         chosen.append(nxt)
         distance = np.minimum(distance, np.linalg.norm(vectors - vectors[nxt], axis=1))
     return np.array(chosen)
