@@ -69,6 +69,22 @@ def test_bad_prune_requests(small_dataset, tmp_path, capsys, argv, message):
     assert re.search(message, capsys.readouterr().err)
 
 
+def test_prune_study_resumes_and_redoes(tmp_path, tiny_dataset):
+    out, cfg = tmp_path / "study", TrainConfig(epochs=1)
+    first = prune_study([str(tiny_dataset)], ["v100"], "xgb", [1.0, 0.5], out, ["random"], cfg, print_fn=lambda *_: None)
+    said = []
+    second = prune_study([str(tiny_dataset)], ["v100"], "xgb", [1.0, 0.5], out, ["random", "stratified"], cfg,
+                         resume=True, print_fn=said.append)
+    assert sum("reused" in line for line in said) == 1 and second["rows"][:2] == first["rows"]
+    assert [r["strategy"] for r in second["rows"]] == ["full", "random", "stratified"]
+    said.clear()
+    prune_study([str(tiny_dataset)], ["v100"], "xgb", [1.0, 0.5], out, ["random"], cfg, resume=True, redo=["random"],
+                print_fn=said.append)
+    assert not any("reused" in line for line in said)
+    with pytest.raises(CrosstuneError, match="different study"):
+        prune_study([str(tiny_dataset)], ["v100"], "xgb", [1.0, 0.5], out, ["random"], cfg, seeds=2, resume=True)
+
+
 def test_prune_study_and_report(tmp_path, tiny_dataset):
     small_dataset = tiny_dataset
     out = tmp_path / "study"

@@ -206,6 +206,8 @@ def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seeds", type=int, default=1, help="average every point over this many seeds (from --seed)")
     p.add_argument("--out", default="prune-study", metavar="STUDY_DIR")
+    p.add_argument("--resume", action="store_true", help="reuse the points an interrupted run saved in STUDY_DIR")
+    p.add_argument("--redo", type=_csv, default=[], help="with --resume: recompute these strategies' points")
 
     def run(args: argparse.Namespace) -> int:
         from pathlib import Path
@@ -214,7 +216,8 @@ def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
         from .train import TrainConfig
 
         prune_study(args.datasets, args.test_hardware, args.model, parse_keeps(args.keep), Path(args.out),
-                    args.strategies, TrainConfig(epochs=args.epochs, seed=args.seed), args.seeds)
+                    args.strategies, TrainConfig(epochs=args.epochs, seed=args.seed), args.seeds,
+                    args.resume, args.redo)
         print(f"results in {args.out}/ (crosstune report {args.out} makes an HTML page)")
         return 0
     return run

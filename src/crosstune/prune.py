@@ -144,40 +144,35 @@ def prune_dedup(ds: Dataset, keep: float, seed: int) -> Pruning:
 
 def prune_task_redundancy(ds: Dataset, keep: float, seed: int) -> Pruning:
     """Greedy: visit tasks largest first; drop a task if a kept task on the same hardware has the same
-    operator kind and shape arguments within ``tolerance`` (log2 units); grow the tolerance until
-    about ``keep`` of the records stay."""
+    operator kind and shape arguments within ``tolerance`` (log2 units). The tolerance grows until
+    about ``keep`` of the records stay; at the step that would drop too many, only as many of that
+    step's redundant tasks go as needed (a seeded random choice among them)."""
     groups = _groups(ds)
     info = [(int(ds.hardware[g[0]]), int(ds.op_kind[g[0]]), ds.op_args[g[0]], len(g)) for g in groups]
     order = sorted(range(len(groups)), key=lambda i: -info[i][3])
     target = keep * len(ds)
-    chosen_keep: list[int] = list(range(len(groups)))
+    kept_groups: list[int] = list(range(len(groups)))
     for tolerance in (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0):
-        kept_groups: list[int] = []
+        kept_groups = []
         for i in order:
             hw, kind, args, _ = info[i]
             if any(info[j][0] == hw and info[j][1] == kind and np.max(np.abs(info[j][2] - args)) <= tolerance
                    for j in kept_groups):
                 continue
             kept_groups.append(i)
-        if sum(info[i][3] for i in kept_groups) < target and tolerance == 0.0:
-            # Even exact repeats are more than may go: drop only enough of them (seeded), so that
-            # ``keep`` is honoured instead of returning far fewer records than asked for.
+        total = sum(info[i][3] for i in kept_groups)
+        if total < target:  # this step drops too many: give back a seeded random share of its drops
             kept_set = set(kept_groups)
-            dropped = np.random.default_rng(seed).permutation([i for i in order if i not in kept_set])
-            total = sum(info[i][3] for i in kept_groups)
-            for i in dropped:
+            for i in np.random.default_rng(seed).permutation([i for i in order if i not in kept_set]):
                 if total >= target:
                     break
                 kept_groups.append(int(i))
                 total += info[i][3]
-            chosen_keep = kept_groups
+        if total <= target or tolerance == 8.0:
             break
-        chosen_keep = kept_groups
-        if sum(info[i][3] for i in kept_groups) <= target:
-            break
-    keep_rows = np.concatenate([groups[i] for i in chosen_keep]) if chosen_keep else np.array([], int)
+    keep_rows = np.concatenate([groups[i] for i in kept_groups]) if kept_groups else np.array([], int)
     removed = Counter({"task with a near-identical operator on the same hardware": len(ds) - len(keep_rows)})
-    if len(keep_rows) > target:  # no tolerance gets there: thin the kept tasks uniformly
+    if len(keep_rows) > target:  # thin the kept tasks uniformly down to the target
         part = prune_random(ds.select(keep_rows), target / len(keep_rows), seed)
         removed["random sample of the remaining tasks"] = len(keep_rows) - part.kept
         keep_rows = keep_rows[part.keep]

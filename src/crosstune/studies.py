@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -39,11 +40,13 @@ def _mean_over_seeds(scores: list[dict]) -> dict:
 
 def prune_study(datasets: Sequence[str], test_hardware: Sequence[str], model_kind: str, keeps: Sequence[float],
                 out: Path, strategies: Sequence[str] | None = None, cfg: TrainConfig | None = None,
-                seeds: int = 1, print_fn=print) -> dict:
+                seeds: int = 1, resume: bool = False, redo: Sequence[str] = (), print_fn=print) -> dict:
     """Train on each pruned training part, evaluate on the untouched test part (unseen hardware).
 
     With ``seeds`` > 1 every point (full data included) is the mean over that many pruning and
-    training seeds: a single seed's PCA moves by about as much as the 0.5-point tolerance."""
+    training seeds: a single seed's PCA moves by about as much as the 0.5-point tolerance.
+    ``resume`` reuses the points an earlier run of the same study (same model, test hardware,
+    training records, seeds and epochs) saved in ``out``, except those of the strategies in ``redo``."""
     cfg = cfg or TrainConfig()
     strategies = list(strategies or STRATEGIES)
     if seeds < 1:
@@ -56,13 +59,23 @@ def prune_study(datasets: Sequence[str], test_hardware: Sequence[str], model_kin
             check_request(strategy, keep, len(train))
     out.mkdir(parents=True, exist_ok=True)
     seed_list = [cfg.seed + i for i in range(seeds)]
+    settings = {"model": model_kind, "test_hardware": list(test_hardware), "seeds": seed_list,
+                "epochs": cfg.epochs, "train_records": len(train)}
+    done = _finished_points(out / "prune-study.json", settings, redo) if resume else {}
     started = time.perf_counter()
-    full = _mean_over_seeds([_train_and_score(model_kind, train, test, replace(cfg, seed=s)) for s in seed_list])
+    if ("full", 1.0) in done:
+        full = {k: v for k, v in done[("full", 1.0)].items() if k not in ("strategy", "keep", "kept_fraction", "records")}
+    else:
+        full = _mean_over_seeds([_train_and_score(model_kind, train, test, replace(cfg, seed=s)) for s in seed_list])
     print_fn(f"full data ({len(train)} records, {seeds} seed(s)): PCA {full['pca']:.4f} ± {full['pca_std']:.4f}, "
              f"top-5 {full['top5']:.4f}, trained in {full['train_seconds']:.0f} s")
     rows = [{"strategy": "full", "keep": 1.0, "kept_fraction": 1.0, "records": len(train), **full}]
     for strategy in strategies:
         for keep in sorted(k for k in keeps if k < 1.0):
+            if (strategy, keep) in done:
+                rows.append(done[(strategy, keep)])
+                print_fn(f"{strategy:16s} keep {keep:.2f}: reused from the earlier run")
+                continue
             kept, scores = [], []
             for seed in seed_list:
                 pruning = prune(train, strategy, keep, seed)
@@ -74,10 +87,12 @@ def prune_study(datasets: Sequence[str], test_hardware: Sequence[str], model_kin
                          "records": round(records), **score})
             print_fn(f"{strategy:16s} keep {keep:.2f}: {round(records)} records, PCA {score['pca']:.4f} ± "
                      f"{score['pca_std']:.4f}, top-5 {score['top5']:.4f}, {score['train_seconds']:.0f} s")
-            _write_csv(out / "prune-study.csv", rows)  # a study cut short keeps the rows it finished
+            # a study cut short keeps the points it finished (and --resume continues from them)
+            _write_csv(out / "prune-study.csv", rows)
+            write_json(out / "prune-study.json", {**settings, "complete": False, "rows": rows})
     best = best_reduction(rows, full["pca"])
-    summary = {"model": model_kind, "test_hardware": list(test_hardware), "seeds": seed_list, "full": full,
-               "rows": rows, "best": best, "seconds": time.perf_counter() - started}
+    summary = {**settings, "complete": True, "full": full, "rows": rows, "best": best,
+               "seconds": time.perf_counter() - started}
     _write_csv(out / "prune-study.csv", rows)
     write_json(out / "prune-study.json", summary)
     plot_prune_study(rows, full, out / "prune-study.png", model_kind, test_hardware)
@@ -90,6 +105,24 @@ def prune_study(datasets: Sequence[str], test_hardware: Sequence[str], model_kin
         print_fn(f"no pruned training set stayed within {PCA_TOLERANCE * 100:.1f} PCA points of full data")
     print_fn(f"study took {summary['seconds']:.0f} s")
     return summary
+
+
+def _finished_points(path: Path, settings: dict, redo: Sequence[str]) -> dict:
+    """(strategy, keep) -> row saved by an earlier run of the same study; empty when there is none."""
+    if not path.is_file():
+        return {}
+    try:
+        earlier = json.loads(path.read_text())
+        # model, test hardware and seeds must match; epochs and training records wherever the file says
+        same = all(earlier.get(key, value if key in ("epochs", "train_records") else None) == value
+                   for key, value in settings.items())
+        rows = earlier["rows"] if same else []
+    except (ValueError, KeyError, TypeError):
+        raise CrosstuneError(f"{path} is not a prune-study result; remove it or use another --out") from None
+    if not same:
+        raise CrosstuneError(f"{path} comes from a different study (model, test hardware, seeds, epochs or training "
+                             "records differ); --resume needs the same settings")
+    return {(r["strategy"], float(r["keep"])): r for r in rows if r["strategy"] not in set(redo)}
 
 
 def best_reduction(rows: list[dict], full_pca: float) -> dict | None:
@@ -129,7 +162,7 @@ def plot_prune_study(rows: list[dict], full: dict, path: Path, model_kind: str, 
         ax.set_xlabel("fraction of training records kept")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8)
+    axes[0].legend(fontsize=8)  # the left panel also carries the tolerance line
     fig.suptitle(f"Pruning study: {model_kind}, test hardware {', '.join(test_hardware)}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
