@@ -7,7 +7,8 @@
 #
 # DATASET is a crosstune dataset of the shared K80 + V100 records; the within-task split runs on
 # WITHIN_DATASET (default DATASET; the K80 records alone make it comparable to a one-GPU 90/10 split).
-# Each compare writes its JSON after every seed, so a run cut short by COMPARE_SECONDS still leaves the seeds it finished.
+# Each compare writes its JSON after every seed, so a run cut short by COMPARE_SECONDS still leaves
+# the seeds it finished.
 # FEWSHOT=0.05 also runs both directions few-shot (that share of each test task given to training) for
 # FEWSHOT_MODELS (default crossfeat,xgb).
 # DEVICE=cpu runs the same steps without a GPU (to check the script itself on a small dataset).

@@ -168,7 +168,7 @@ def prune_task_redundancy(ds: Dataset, keep: float, seed: int) -> Pruning:
                     break
                 kept_groups.append(int(i))
                 total += info[i][3]
-        if total <= target or tolerance == 8.0:
+        if total <= target:
             break
     keep_rows = np.concatenate([groups[i] for i in kept_groups]) if kept_groups else np.array([], int)
     removed = Counter({"task with a near-identical operator on the same hardware": len(ds) - len(keep_rows)})

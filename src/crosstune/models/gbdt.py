@@ -6,7 +6,7 @@ step shifted by one position is still recognised), the operator vector and the h
 Trained with ``rank:pairwise`` grouped by (task, hardware), pairs drawn uniformly over each group
 (``lambdarank_pair_method=mean``): XGBoost's default draws them from the top of each group only, which
 on the roller-ansor K80 -> V100 split gave PCA 0.659 against 0.720 with two uniform pairs per program
-(top-1 0.862 vs 0.915, and 30 s instead of 38 s of training).
+(top-1 0.862 vs 0.915).
 """
 
 from __future__ import annotations
