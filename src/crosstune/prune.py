@@ -151,7 +151,7 @@ def prune_task_redundancy(ds: Dataset, keep: float, seed: int) -> Pruning:
     info = [(int(ds.hardware[g[0]]), int(ds.op_kind[g[0]]), ds.op_args[g[0]], len(g)) for g in groups]
     order = sorted(range(len(groups)), key=lambda i: -info[i][3])
     target = keep * len(ds)
-    kept_groups: list[int] = list(range(len(groups)))
+    kept_groups: list[int] = []
     for tolerance in (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0):
         kept_groups = []
         for i in order:
@@ -168,6 +168,7 @@ def prune_task_redundancy(ds: Dataset, keep: float, seed: int) -> Pruning:
                     break
                 kept_groups.append(int(i))
                 total += info[i][3]
+            break  # a coarser tolerance would only drop more
         if total <= target:
             break
     keep_rows = np.concatenate([groups[i] for i in kept_groups]) if kept_groups else np.array([], int)

@@ -122,7 +122,8 @@ def _finished_points(path: Path, settings: dict, redo: Sequence[str]) -> dict:
     if not same:
         raise CrosstuneError(f"{path} comes from a different study (model, test hardware, seeds, epochs or training "
                              "records differ); --resume needs the same settings")
-    return {(r["strategy"], float(r["keep"])): r for r in rows if r["strategy"] not in set(redo)}
+    redo = set(redo)
+    return {(r["strategy"], float(r["keep"])): r for r in rows if r["strategy"] not in redo}
 
 
 def best_reduction(rows: list[dict], full_pca: float) -> dict | None:
