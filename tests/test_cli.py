@@ -55,3 +55,27 @@ def test_train_then_eval_json(tmp_path, small_dataset, capsys):
     assert 0.5 < data["v100"]["pca"] <= 1.0
     printed = capsys.readouterr().out
     assert "v100" in printed and "rand top-1" in printed
+
+
+@pytest.mark.parametrize("arch, message", [
+    ("d_model=33", "must be even and a multiple of heads"),
+    ("colour=blue", "is not a setting of crossfeat"),
+    ("layers=0", "out of range"),
+    ("heads=four", "not a valid int"),
+    ("layers", "is not NAME=VALUE"),
+])
+def test_bad_architecture_settings_are_refused_before_training(arch, message, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "crosstune", "train", "/no/such/dataset", "--out",
+                             str(tmp_path / "m"), "--arch", arch], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_architecture_settings_reach_the_saved_model(tmp_path, small_dataset, capsys):
+    model = tmp_path / "small"
+    assert main(["train", str(small_dataset), "--test-hardware", "v100", "--epochs", "1", "--quiet",
+                 "--arch", "d_model=16,heads=2,layers=1,ff_dim=32", "--out", str(model)]) == 0
+    config = json.loads((model / "config.json").read_text())["model"]
+    assert (config["d_model"], config["heads"], config["layers"], config["ff_dim"]) == (16, 2, 1, 32)
+    assert main(["eval", str(model), str(small_dataset), "--hardware", "v100"]) == 0
+    assert "v100" in capsys.readouterr().out

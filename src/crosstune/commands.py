@@ -76,18 +76,50 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loss", default="lambdarank", choices=("lambdarank", "pairwise", "mse"),
                    help="lambdarank (NDCG-weighted pairs), pairwise (RankNet, every pair equal) or mse")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's own)")
+    p.add_argument("--arch", type=parse_settings, default={}, metavar="NAME=VALUE,...",
+                   help="override the model's architecture, e.g. d_model=32,layers=1,heads=2 for crossfeat "
+                        "(in compare, each setting goes to the models that have it)")
     p.add_argument("--quiet", action="store_true")
+
+
+def parse_settings(text: str) -> dict[str, str]:
+    settings = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise argparse.ArgumentTypeError(f"{item!r} is not NAME=VALUE")
+        settings[name.strip()] = value.strip()
+    return settings
 
 
 def _train_config(args: argparse.Namespace, kind: str):
     from .train import TrainConfig
 
+    from .models import architecture_settings
+
     cfg = TrainConfig(epochs=args.epochs, seed=args.seed, device=args.device, loss=args.loss)
+    cfg.architecture = {k: v for k, v in args.arch.items() if k in architecture_settings(kind)}
     if kind == "tlp":
         cfg.lr = 7e-4  # TLP's published setting
     if args.lr is not None:
         cfg.lr = args.lr
     return cfg
+
+
+def _check_arch(args: argparse.Namespace, kinds: list[str]) -> None:
+    """Refuse --arch settings that no model of the run has, or values a model cannot take, before any
+    data is read."""
+    from .errors import CrosstuneError
+    from .models import MODEL_KINDS, architecture_settings, create_model
+
+    kinds = [kind for kind in kinds if kind in MODEL_KINDS]  # unknown kinds are reported by the command
+    known = {name for kind in kinds for name in architecture_settings(kind)}
+    unknown = sorted(set(args.arch) - known)
+    if unknown:
+        raise CrosstuneError(f"--arch: {', '.join(unknown)} is not a setting of {', '.join(kinds)}; "
+                             f"settings: {', '.join(sorted(known))}")
+    for kind in kinds:
+        create_model(kind, _train_config(args, kind))
 
 
 @command("train", "train a cost model on a split of one or more datasets")
@@ -109,6 +141,7 @@ def _train_args(p: argparse.ArgumentParser) -> Handler:
 
         if args.model not in MODEL_KINDS:
             raise CrosstuneError(f"unknown model {args.model!r}; choose one of {', '.join(MODEL_KINDS)}")
+        _check_arch(args, [args.model])
         cfg = _train_config(args, args.model)
         cfg.check()
         ds = load_dataset(args.datasets)
@@ -161,6 +194,7 @@ def _compare_args(p: argparse.ArgumentParser) -> Handler:
 
         from .compare import run_comparison
 
+        _check_arch(args, args.models)
         run_comparison(args.datasets, args.models, _split_options(args), lambda kind: _train_config(args, kind),
                        seeds=args.seeds, progress=not args.quiet, json_path=args.json,
                        out=Path(args.out) if args.out else None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +56,9 @@ class TrainConfig:
     grad_clip: float = 1.0
     seed: int = 0
     device: str = "cpu"
+    # Overrides of the model's own architecture defaults (``--arch d_model=32,layers=1``); kept here
+    # so that every path that trains a model (train, compare, studies) carries them.
+    architecture: dict = field(default_factory=dict)
 
     def check(self) -> None:
         if self.loss not in LOSSES:

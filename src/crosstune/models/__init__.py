@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from ..errors import CrosstuneError
@@ -12,22 +13,64 @@ MODEL_KINDS = ("crossfeat", "crossfeat-nohw", "tlp", "xgb")
 
 
 def create_model(kind: str, train_config: TrainConfig | None = None, seed: int = 0) -> CostModel:
-    """A fresh, untrained model of the given kind."""
-    from .crossfeat import CrossFeatModel, CrossFeatNoHwModel
+    """A fresh, untrained model of the given kind (its architecture defaults overridden by
+    ``train_config.architecture``)."""
+    from .crossfeat import CrossFeatConfig, CrossFeatModel, CrossFeatNoHwModel
     from .gbdt import XGBConfig, XGBModel
-    from .tlp import TLPModel
+    from .tlp import TLPConfig, TLPModel
 
     if train_config is None:
         train_config = TrainConfig(seed=seed, lr=7e-4 if kind == "tlp" else TrainConfig.lr)  # TLP's published rate
+    arch = train_config.architecture
     if kind == "crossfeat":
-        return CrossFeatModel(train_config=train_config)
+        return CrossFeatModel(model_config(CrossFeatConfig, arch, kind), train_config)
     if kind == "crossfeat-nohw":
-        return CrossFeatNoHwModel(train_config=train_config)
+        return CrossFeatNoHwModel(model_config(CrossFeatConfig, arch, kind), train_config)
     if kind == "tlp":
-        return TLPModel(train_config=train_config)
+        return TLPModel(model_config(TLPConfig, arch, kind), train_config)
     if kind == "xgb":
-        return XGBModel(XGBConfig(seed=train_config.seed))
+        return XGBModel(model_config(XGBConfig, arch, kind, seed=train_config.seed))
     raise CrosstuneError(f"unknown model {kind!r}; choose one of {', '.join(MODEL_KINDS)}")
+
+
+# Settings that are not architecture: the ablation switch is the model kind, the seed is --seed.
+_NOT_ARCHITECTURE = {"use_cross_features", "seed", "threads"}
+
+
+def model_config(config_cls: type, overrides: dict, kind: str, **fixed):
+    """``config_cls`` with the user's ``overrides`` (each converted to the field's type; integers
+    must be >= 1, numbers >= 0) and then ``fixed`` applied. Unknown names are refused with the list
+    of settings the model has."""
+    defaults = config_cls()
+    settable = [f.name for f in dataclasses.fields(config_cls) if f.name not in _NOT_ARCHITECTURE]
+    values = {}
+    for name, value in overrides.items():
+        if name not in settable:
+            raise CrosstuneError(f"{kind} has no architecture setting {name!r}; it has: {', '.join(settable)}")
+        default = getattr(defaults, name)
+        try:
+            values[name] = type(default)(value)
+        except (TypeError, ValueError):
+            raise CrosstuneError(f"{kind}: {name}={value!r} is not a valid {type(default).__name__}") from None
+        if isinstance(default, (int, float)) and not isinstance(default, bool) \
+                and values[name] < (1 if isinstance(default, int) else 0):
+            raise CrosstuneError(f"{kind}: {name}={value!r} is out of range")
+    config = config_cls(**values, **fixed)
+    problem = config.problem() if hasattr(config, "problem") else None
+    if problem:
+        raise CrosstuneError(f"{kind}: {problem}")
+    return config
+
+
+def architecture_settings(kind: str) -> list[str]:
+    """The names ``--arch`` may set for a model kind."""
+    from .crossfeat import CrossFeatConfig
+    from .gbdt import XGBConfig
+    from .tlp import TLPConfig
+
+    config_cls = {"crossfeat": CrossFeatConfig, "crossfeat-nohw": CrossFeatConfig, "tlp": TLPConfig,
+                  "xgb": XGBConfig}[kind]
+    return [f.name for f in dataclasses.fields(config_cls) if f.name not in _NOT_ARCHITECTURE]
 
 
 def load_model(directory: str | Path) -> CostModel:
@@ -45,4 +88,4 @@ def load_model(directory: str | Path) -> CostModel:
     return cls.from_config(directory, config)
 
 
-__all__ = ["MODEL_KINDS", "CostModel", "create_model", "load_model"]
+__all__ = ["MODEL_KINDS", "CostModel", "architecture_settings", "create_model", "load_model"]

@@ -23,6 +23,7 @@ from .. import tokens
 from ..features import OP_FEATURES, SUMMARY_FEATURES, Features
 from ..hardware.registry import FEATURE_NAMES
 from ..records.operators import OP_KINDS
+from .encoder import Encoder
 from .neural import NeuralCostModel
 
 
@@ -35,6 +36,11 @@ class CrossFeatConfig:
     dropout: float = 0.0
     use_cross_features: bool = True  # False = crossfeat-nohw
     max_ordinal: int = 32  # "i-th token of this kind" embeddings; later ones share the last
+
+    def problem(self) -> str | None:
+        if self.d_model % self.heads or self.d_model % 2:
+            return f"d_model ({self.d_model}) must be even and a multiple of heads ({self.heads})"
+        return None
 
 
 def _mlp(n_in: int, n_hidden: int, n_out: int) -> nn.Sequential:
@@ -59,9 +65,7 @@ class CrossFeatNet(nn.Module):
         self.cat_embedding = nn.Embedding(len(tokens.CATEGORIES), d)
         self.ordinal_embedding = nn.Embedding(cfg.max_ordinal, d)
         self.arg_mlp = _mlp(tokens.NUM_ARGS, d, d)
-        layer = nn.TransformerEncoderLayer(d, cfg.heads, cfg.ff_dim, cfg.dropout, activation="gelu",
-                                           batch_first=True, norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
+        self.encoder = Encoder(d, cfg.heads, cfg.ff_dim, cfg.dropout, cfg.layers)
         self.norm = nn.LayerNorm(d)
         extra = 0
         if cfg.use_cross_features:
@@ -86,7 +90,7 @@ class CrossFeatNet(nn.Module):
         extra = len(lead)
         x = torch.cat([t[:, None] for t in lead] + [x], dim=1)
         keep = torch.cat([torch.ones_like(mask[:, :1]).expand(-1, extra), mask], dim=1)
-        h = self.norm(self.encoder(x, src_key_padding_mask=~keep))
+        h = self.norm(self.encoder(x, keep))
         program = h[:, extra:]
         weights = mask.unsqueeze(-1).to(h.dtype)
         pooled = (program * weights).sum(1) / weights.sum(1).clamp_min(1.0)

@@ -39,6 +39,13 @@ class TLPConfig:
     target: str = "gpu"  # "cpu": 25 steps x 22 features; "gpu": 40 x 20
     heads: int = 8
 
+    def problem(self) -> str | None:
+        if self.target not in ("cpu", "gpu"):
+            return f"target must be cpu or gpu, not {self.target!r}"
+        if 256 % self.heads:
+            return f"heads ({self.heads}) must divide 256"
+        return None
+
     @property
     def max_steps(self) -> int:
         return 25 if self.target == "cpu" else 40
