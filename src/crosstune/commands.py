@@ -93,9 +93,8 @@ def parse_settings(text: str) -> dict[str, str]:
 
 
 def _train_config(args: argparse.Namespace, kind: str):
-    from .train import TrainConfig
-
     from .models import architecture_settings
+    from .train import TrainConfig
 
     cfg = TrainConfig(epochs=args.epochs, seed=args.seed, device=args.device, loss=args.loss)
     cfg.architecture = {k: v for k, v in args.arch.items() if k in architecture_settings(kind)}

@@ -42,7 +42,7 @@ def model_config(config_cls: type, overrides: dict, kind: str, **fixed):
     must be >= 1, numbers >= 0) and then ``fixed`` applied. Unknown names are refused with the list
     of settings the model has."""
     defaults = config_cls()
-    settable = [f.name for f in dataclasses.fields(config_cls) if f.name not in _NOT_ARCHITECTURE]
+    settable = _settable(config_cls)
     values = {}
     for name, value in overrides.items():
         if name not in settable:
@@ -68,8 +68,11 @@ def architecture_settings(kind: str) -> list[str]:
     from .gbdt import XGBConfig
     from .tlp import TLPConfig
 
-    config_cls = {"crossfeat": CrossFeatConfig, "crossfeat-nohw": CrossFeatConfig, "tlp": TLPConfig,
-                  "xgb": XGBConfig}[kind]
+    return _settable({"crossfeat": CrossFeatConfig, "crossfeat-nohw": CrossFeatConfig, "tlp": TLPConfig,
+                      "xgb": XGBConfig}[kind])
+
+
+def _settable(config_cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(config_cls) if f.name not in _NOT_ARCHITECTURE]
 
 
