@@ -1,11 +1,13 @@
 """Batched prediction throughput of each model (the tuner's hot path) and training throughput.
 
     python benchmarks/bench_predict.py DATASET [--batch 512] [--train-hardware k80] [--epochs 1]
-        [--models crossfeat,xgb] [--arch d_model=32,layers=2,heads=2] [--repeat 20]
+        [--models crossfeat,xgb] [--arch crossfeat:d_model=32,layers=1 ...] [--rounds 5] [--repeat 10]
 
 Trains each model briefly on one hardware of DATASET (prediction speed does not depend on how well the
-model was trained), then times ``predict`` on batches of ``--batch`` programs of the other hardware,
-best and median of ``--repeat`` runs after a warm-up. ``--arch`` sizes the crossfeat models.
+model was trained), then times ``predict`` on a batch of ``--batch`` programs of the other hardware.
+The models take turns, ``--rounds`` rounds of ``--repeat`` calls each after a warm-up, so that a
+drift in the machine's speed (a shared VM's is large) hits every model alike; best and median over
+all calls. ``--arch KIND:NAME=VALUE,...`` adds a sized variant of a model (repeatable).
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ from crosstune.experiment import fit_model
 from crosstune.train import TrainConfig
 
 
+def _variant(text: str) -> tuple[str, dict[str, str]]:
+    kind, _, settings = text.partition(":")
+    return kind, parse_settings(settings)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
@@ -29,8 +36,9 @@ def main() -> None:
     parser.add_argument("--train-hardware", default=None)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--models", default="crossfeat,crossfeat-nohw,tlp,xgb")
-    parser.add_argument("--arch", type=parse_settings, default={}, help="crossfeat architecture, NAME=VALUE,...")
-    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--arch", type=_variant, action="append", default=[], metavar="KIND:NAME=VALUE,...")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
     ds = load_dataset([args.dataset])
     train_hw = args.train_hardware or ds.hardware_names[0]
@@ -39,20 +47,26 @@ def main() -> None:
     batch = others.select(np.arange(min(args.batch, len(others))))
     print(f"torch threads: {torch.get_num_threads()}; train on {train_hw} ({len(train)} records), "
           f"predict batches of {len(batch)}")
-    for kind in args.models.split(","):
-        cfg = TrainConfig(epochs=args.epochs, lr=7e-4 if kind == "tlp" else TrainConfig.lr,
-                          architecture=args.arch if kind.startswith("crossfeat") else {})
+    variants = [(kind, {}) for kind in args.models.split(",") if kind] + args.arch
+    trained = []
+    for kind, arch in variants:
+        cfg = TrainConfig(epochs=args.epochs, lr=7e-4 if kind == "tlp" else TrainConfig.lr, architecture=arch)
         model, seconds = fit_model(kind, train, cfg)
         samples = int(train.valid.sum() * 0.9) * (args.epochs if kind != "xgb" else 1)
+        label = kind + (" " + ",".join(f"{k}={v}" for k, v in arch.items()) if arch else "")
         model.predict(batch)
-        times = []
-        for _ in range(args.repeat):
-            started = time.perf_counter()
-            model.predict(batch)
-            times.append(time.perf_counter() - started)
-        print(f"{kind:15s} train {seconds:7.1f} s ({samples / seconds:8.0f} samples/s, {args.epochs} epoch(s)); "
-              f"predict {len(batch) / min(times):8.0f} programs/s best, {len(batch) / np.median(times):8.0f} median "
-              f"(batch {len(batch)}, {args.repeat} runs)")
+        trained.append((label, model, f"train {seconds:6.1f} s ({samples / seconds:6.0f} samples/s)"))
+    times: dict[str, list[float]] = {label: [] for label, _, _ in trained}
+    for _ in range(args.rounds):
+        for label, model, _ in trained:
+            for _ in range(args.repeat):
+                started = time.perf_counter()
+                model.predict(batch)
+                times[label].append(time.perf_counter() - started)
+    for label, _, training in trained:
+        t = np.asarray(times[label])
+        print(f"{label:45s} {training}; predict {len(batch) / t.min():8.0f} programs/s best, "
+              f"{len(batch) / np.median(t):8.0f} median ({len(t)} calls of {len(batch)})")
 
 
 if __name__ == "__main__":
