@@ -115,18 +115,14 @@ class Features:
         lengths = self.lengths[rows]
         width = int(lengths.max()) if max_len is None and len(rows) else int(max_len or 1)
         width = max(width, 1)
-        mask = np.arange(width)[None, :] < np.minimum(lengths, width)[:, None]
-        # Token indices of the real positions, row by row (what ``mask`` marks, in the same order).
-        token = (self.offsets[rows][:, None] + np.arange(width)[None, :])[mask]
-
-        def spread(values: np.ndarray) -> np.ndarray:
-            out = np.zeros(mask.shape + values.shape[1:], values.dtype)
-            out[mask] = values[token]
-            return out
-
-        kinds, cats, args = spread(self.kinds), spread(self.cats), spread(self.args)
+        positions = np.arange(width)
+        mask = positions[None, :] < np.minimum(lengths, width)[:, None]
+        gather = np.where(mask, self.offsets[rows][:, None] + positions[None, :], 0)
+        kinds = np.where(mask, self.kinds[gather], 0)
+        cats = np.where(mask, self.cats[gather], 0)
+        args = np.where(mask[..., None], self.args[gather], 0.0).astype(np.float32)
         if with_ordinal:
-            return kinds, cats, args, mask, spread(self.ordinal)
+            return kinds, cats, args, mask, np.where(mask, self.ordinal[gather], 0)
         return kinds, cats, args, mask
 
 
@@ -158,9 +154,8 @@ def kind_counts_and_means(offsets: np.ndarray, kinds: np.ndarray, args: np.ndarr
     record = np.repeat(np.arange(n), np.diff(offsets))
     flat = record * n_kinds + kinds.astype(np.int64)
     counts = np.bincount(flat, minlength=n * n_kinds).reshape(n, n_kinds).astype(np.float32)
-    # One bincount per argument slot: an order of magnitude faster than np.add.at on the tuner's batches.
-    sums = np.stack([np.bincount(flat, weights=args[:, j], minlength=n * n_kinds)
-                     for j in range(tokens.NUM_ARGS)], axis=1).astype(np.float32)
+    sums = np.zeros((n * n_kinds, tokens.NUM_ARGS), np.float32)
+    np.add.at(sums, flat, args)
     means = sums.reshape(n, n_kinds, tokens.NUM_ARGS) / np.maximum(counts, 1.0)[..., None]
     return counts, means.reshape(n, n_kinds * tokens.NUM_ARGS)
 

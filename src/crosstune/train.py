@@ -57,7 +57,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"
     # Overrides of the model's own architecture defaults (``--arch d_model=32,layers=1``); kept here
-    # so that every path that trains a model (train, compare, studies) carries them.
+    # so that every path that builds a model from a TrainConfig carries them.
     architecture: dict = field(default_factory=dict)
 
     def check(self) -> None:
