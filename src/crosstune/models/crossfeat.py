@@ -30,7 +30,7 @@ from .neural import NeuralCostModel
 @dataclass
 class CrossFeatConfig:
     d_model: int = 64
-    heads: int = 2  # 2 heads of 32 rank as well as 4 of 16 and predict 1.2-1.3x faster on CPU (BENCHMARKS.md)
+    heads: int = 2  # 2 heads of 32 rank as well as 4 of 16 and predict 1.16-1.31x faster on CPU (BENCHMARKS.md)
     layers: int = 2
     ff_dim: int = 128
     dropout: float = 0.0
