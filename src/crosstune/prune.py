@@ -161,15 +161,14 @@ def prune_task_redundancy(ds: Dataset, keep: float, seed: int) -> Pruning:
                 continue
             kept_groups.append(i)
         total = sum(info[i][3] for i in kept_groups)
-        if total < target:  # this step drops too many: give back a seeded random share of its drops
+        if total <= target:  # a coarser tolerance would only drop more
+            # this step may drop too many: give back a seeded random share of its drops
             kept_set = set(kept_groups)
             for i in np.random.default_rng(seed).permutation([i for i in order if i not in kept_set]):
                 if total >= target:
                     break
                 kept_groups.append(int(i))
                 total += info[i][3]
-            break  # a coarser tolerance would only drop more
-        if total <= target:
             break
     keep_rows = np.concatenate([groups[i] for i in kept_groups]) if kept_groups else np.array([], int)
     removed = Counter({"task with a near-identical operator on the same hardware": len(ds) - len(keep_rows)})
