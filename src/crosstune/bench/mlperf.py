@@ -88,7 +88,7 @@ def run_once(settings: BenchSettings, seed: int, log_path: Path, progress: bool 
     from .. import distributed
     from ..dataset import load_dataset
     from ..experiment import SplitOptions
-    from ..models import create_model
+    from ..models import FitOptions, create_model
     from ..train import TrainConfig, TrainHooks
 
     ctx = distributed.context(settings.device)
@@ -103,9 +103,8 @@ def run_once(settings: BenchSettings, seed: int, log_path: Path, progress: bool 
     log.event(key=C.SEED, value=seed)
     log.event(key=QUALITY_KEY, value=settings.target_pca)
     log.event(key=C.CACHE_CLEAR, value=True)  # nothing is cached in-process between runs: each run re-reads
-    cfg = TrainConfig(epochs=settings.max_epochs, seed=seed, device=settings.device,
-                      lr=7e-4 if settings.model == "tlp" else TrainConfig.lr)
-    model = create_model(settings.model, cfg)
+    model = create_model(settings.model, TrainConfig(epochs=settings.max_epochs, seed=seed, device=settings.device))
+    cfg = model.train_config  # with the model's own learning rate and optimizer filled in
 
     log.start(key=C.STAGING_START)
     staged_at = time.perf_counter()
@@ -148,7 +147,7 @@ def run_once(settings: BenchSettings, seed: int, log_path: Path, progress: bool 
     hooks = Hooks()
     hooks.last_pca = float("nan")
     log.start(key=C.RUN_START)
-    model.fit(train, valid, progress=progress, hooks=hooks)
+    model.fit(train, valid, FitOptions(progress=progress, hooks=hooks))
     success = hooks.last_pca >= settings.target_pca
     log.end(key=C.RUN_STOP, metadata={"status": C.SUCCESS if success else C.ABORTED})
     distributed.barrier(ctx)
