@@ -381,6 +381,8 @@ def _tune_args(p: argparse.ArgumentParser) -> Handler:
         print(f"{args.network} tuned with {r.cost_model}: {r.trials} trials in {r.tuning_seconds / 60:.1f} min; "
               f"end-to-end {r.latency_ms:.3f} ms (PyTorch eager {r.pytorch_latency_ms:.3f} ms); output "
               f"{'matches' if r.output_matches else 'DOES NOT match'} PyTorch (max abs error {r.output_max_abs_error:.2e})")
+        if r.cost_model != "xgb":
+            print(f"cost-model calls failed: {r.cost_model_failures} (of {r.cost_model_predict_calls} predict calls)")
         for note in r.notes:
             print(f"note: {note}")
         return 0 if r.output_matches else 1

@@ -53,8 +53,29 @@ class BenchSettings:
             raise CrosstuneError(f"--target-pca must be in (0.5, 1): a random ranker already scores 0.5 ({self.target_pca})")
         if self.max_epochs < 1 or not self.seeds or self.processes < 1:
             raise CrosstuneError("--max-epochs, --seeds and --processes must be at least 1")
-        if self.model not in ("crossfeat", "crossfeat-nohw", "tlp"):
-            raise CrosstuneError("the benchmark trains a neural model: crossfeat, crossfeat-nohw or tlp")
+        from ..dataset import read_manifest
+        from ..models import MODEL_KINDS, training_options
+
+        neural = [kind for kind in MODEL_KINDS if "epochs" in training_options(kind)]
+        if self.model not in neural:
+            raise CrosstuneError(f"the benchmark trains a model epoch by epoch: {', '.join(neural)}")
+        # The split is checked here, in the parent, so that a typo is one error line and not a run of
+        # worker processes that each fail and leave an "incomplete" log.
+        if self.split not in BENCH_SPLITS:
+            raise CrosstuneError(f"--split {self.split!r}: the benchmark takes {', '.join(BENCH_SPLITS)}")
+        if not 0.0 < self.test_fraction < 1.0:
+            raise CrosstuneError(f"--test-fraction must be in (0, 1), not {self.test_fraction}")
+        present = {name for path in self.datasets for name in read_manifest(Path(path)).get("hardware", {})}
+        if self.split == "by-hardware":
+            unknown = [h for h in self.test_hardware if h not in present]
+            if not self.test_hardware or unknown:
+                raise CrosstuneError(f"--split by-hardware needs --test-hardware from {', '.join(sorted(present))}"
+                                     + (f" (not {', '.join(unknown)})" if unknown else ""))
+        elif self.test_hardware:
+            raise CrosstuneError("--test-hardware applies to --split by-hardware only")
+
+
+BENCH_SPLITS = ("by-task", "within-task", "by-hardware")  # the splits the benchmark has options for
 
 
 def _logger(path: Path | None):

@@ -61,7 +61,8 @@ class CostModel(ABC):
     warm_starts: ClassVar[bool] = False
 
     config: Any
-    hardware_seen: dict[str, list[float]]
+    hardware_seen: dict[str, list[float]]  # name -> feature vector, of the training hardware
+    hardware_descriptors: dict[str, dict]  # name -> the descriptor trained with (config.json form)
     history: dict
 
     @abstractmethod
@@ -86,6 +87,30 @@ class CostModel(ABC):
             return {}
         return {"cropped_programs": int(np.count_nonzero(programs.seq_len > self.max_steps)),
                 "programs": len(programs), "max_steps": self.max_steps}
+
+    def _learn_hardware(self, train: Dataset, add: bool = False) -> None:
+        """Remember the hardware that has records in ``train`` (``add``: next to what was seen before)."""
+        from ..features import spec_vectors, training_hardware
+
+        specs = training_hardware(train)
+        vectors, descriptors = spec_vectors(specs), {name: spec.to_json() for name, spec in specs.items()}
+        if add:
+            vectors, descriptors = {**self.hardware_seen, **vectors}, {**self.hardware_descriptors, **descriptors}
+        self.hardware_seen, self.hardware_descriptors = vectors, descriptors
+
+    def _hardware_json(self) -> dict:
+        return {"hardware_seen": self.hardware_seen, "hardware_descriptors": self.hardware_descriptors}
+
+    def _restore_hardware(self, config: dict) -> None:
+        self.hardware_seen = config.get("hardware_seen", {})
+        self.hardware_descriptors = config.get("hardware_descriptors", {})
+
+    def hardware_descriptor(self, name: str):
+        """The descriptor of ``name`` the model was trained with (a HardwareSpec), or None."""
+        from ..hardware.registry import spec_from_dict
+
+        data = self.hardware_descriptors.get(name)
+        return spec_from_dict(data, f"model descriptor {name!r}") if data is not None else None
 
     @abstractmethod
     def _write(self, directory: Path) -> dict:

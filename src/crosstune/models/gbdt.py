@@ -22,7 +22,7 @@ from .. import tokens
 from ..atomic import staged_file
 from ..dataset import Dataset
 from ..errors import CrosstuneError
-from ..features import Normalizer, featurize, kind_counts_and_means, spec_vectors, training_hardware
+from ..features import Normalizer, featurize, kind_counts_and_means
 from .base import CostModel, FitOptions, copied
 
 MODEL_FILE = "model.json"
@@ -56,6 +56,7 @@ class XGBModel(CostModel):
         self.normalizer: Normalizer | None = None
         self.booster = None
         self.hardware_seen: dict[str, list[float]] = {}
+        self.hardware_descriptors: dict[str, dict] = {}
         self.history: dict = {}
 
     @property
@@ -94,7 +95,7 @@ class XGBModel(CostModel):
         if int(np.count_nonzero(train.valid)) < 2:
             raise CrosstuneError("the training split has fewer than two valid measurements")
         self.normalizer = Normalizer.fit(train)
-        self.hardware_seen = spec_vectors(training_hardware(train))
+        self._learn_hardware(train)
         rows, matrix = self._matrix(train)
         params = {"objective": "rank:pairwise", "max_depth": self.config.max_depth, "eta": self.config.learning_rate,
                   "subsample": self.config.subsample, "tree_method": "hist", "seed": self.config.seed,
@@ -134,7 +135,7 @@ class XGBModel(CostModel):
         with staged_file(directory / MODEL_FILE) as tmp:  # XGBoost picks its format by the .json suffix
             self.booster.save_model(str(tmp))
         return {"kind": self.kind, "model": asdict(self.config), "normalizer": self.normalizer.to_json(),
-                "hardware_seen": self.hardware_seen, "history": self.history}
+                **self._hardware_json(), "history": self.history}
 
     @classmethod
     def _read(cls, directory: Path, config: dict) -> "XGBModel":
@@ -145,7 +146,7 @@ class XGBModel(CostModel):
         except (TypeError, KeyError) as err:
             raise CrosstuneError(f"{directory}: model config does not match this crosstune ({err})") from None
         model.normalizer = Normalizer.from_json(config.get("normalizer", {}))
-        model.hardware_seen = config.get("hardware_seen", {})
+        model._restore_hardware(config)
         model.history = config.get("history", {})
         booster = xgboost.Booster()
         try:

@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from ..atomic import staged_file
 from ..dataset import Dataset
 from ..errors import CrosstuneError
-from ..features import Features, Normalizer, featurize, spec_vectors, training_hardware
+from ..features import Features, Normalizer, featurize
 from ..train import TrainConfig, predict_scores, train_neural
 from .base import CostModel, FitOptions, copied
 
@@ -42,6 +42,7 @@ class NeuralCostModel(CostModel):
         self.net: torch.nn.Module | None = None
         self.history: dict = {}
         self.hardware_seen: dict[str, list[float]] = {}
+        self.hardware_descriptors: dict[str, dict] = {}
 
     @abstractmethod
     def build_net(self) -> torch.nn.Module: ...
@@ -64,13 +65,12 @@ class NeuralCostModel(CostModel):
                                resume=options.resume, progress=options.progress, hooks=options.hooks,
                                label=self.kind)
         self.net, self.normalizer = trained.net, trained.normalizer
-        seen = spec_vectors(training_hardware(train))
+        self._learn_hardware(train, add=warm)
         history = {**trained.history, **self.cropped(train)}
         if warm:
-            self.hardware_seen = {**self.hardware_seen, **seen}
             self.history = {"pretrain": self.history.get("pretrain", self.history), "fine_tune": history}
         else:
-            self.hardware_seen, self.history = seen, history
+            self.history = history
         return history
 
     def predict(self, programs: Dataset) -> np.ndarray:
@@ -87,7 +87,7 @@ class NeuralCostModel(CostModel):
         with staged_file(directory / WEIGHTS) as tmp:
             save_file({k: v.detach().cpu().contiguous() for k, v in self.net.state_dict().items()}, str(tmp))
         return {"kind": self.kind, "model": asdict(self.config), "train": asdict(self.train_config),
-                "normalizer": self.normalizer.to_json(), "hardware_seen": self.hardware_seen,
+                "normalizer": self.normalizer.to_json(), **self._hardware_json(),
                 "history": self.history, **self._fitted_json()}
 
     def _fitted_json(self) -> dict:
@@ -104,7 +104,7 @@ class NeuralCostModel(CostModel):
         except (TypeError, KeyError) as err:
             raise CrosstuneError(f"{directory}: model config does not match this crosstune ({err})") from None
         model.normalizer = Normalizer.from_json(config.get("normalizer", {}))
-        model.hardware_seen = config.get("hardware_seen", {})
+        model._restore_hardware(config)
         model.history = config.get("history", {})
         model._restore_fitted(config)
         net = model.build_net()
