@@ -9,7 +9,9 @@ from ..errors import CrosstuneError
 from ..train import TrainConfig
 from .base import CostModel, read_config
 
-MODEL_KINDS = ("crossfeat", "crossfeat-nohw", "tlp", "xgb")
+MODEL_KINDS = ("crossfeat", "crossfeat-nohw", "tlp", "xgb", "xgb+hw", "nearest", "nearest-mean", "random")
+# Models that learn nothing (they copy known measurements or guess): what a learned model must beat.
+BASELINE_KINDS = ("nearest", "nearest-mean", "random")
 
 
 def create_model(kind: str, train_config: TrainConfig | None = None, seed: int = 0) -> CostModel:
@@ -28,13 +30,21 @@ def create_model(kind: str, train_config: TrainConfig | None = None, seed: int =
         return CrossFeatNoHwModel(model_config(CrossFeatConfig, arch, kind), train_config)
     if kind == "tlp":
         return TLPModel(model_config(TLPConfig, arch, kind), train_config)
-    if kind == "xgb":
-        return XGBModel(model_config(XGBConfig, arch, kind, seed=train_config.seed))
+    if kind in ("xgb", "xgb+hw"):
+        return XGBModel(model_config(XGBConfig, arch, kind, seed=train_config.seed, use_hardware=kind == "xgb+hw"))
+    if kind in ("nearest", "nearest-mean"):
+        from .nearest import NearestConfig, NearestModel
+
+        return NearestModel(model_config(NearestConfig, arch, kind, mean=kind == "nearest-mean"))
+    if kind == "random":
+        from .random_baseline import RandomConfig, RandomModel
+
+        return RandomModel(model_config(RandomConfig, arch, kind, seed=train_config.seed))
     raise CrosstuneError(f"unknown model {kind!r}; choose one of {', '.join(MODEL_KINDS)}")
 
 
 # Settings that are not architecture: the ablation switch is the model kind, the seed is --seed.
-_NOT_ARCHITECTURE = {"use_cross_features", "seed", "threads"}
+_NOT_ARCHITECTURE = {"use_cross_features", "seed", "threads", "use_hardware", "mean"}
 
 
 def model_config(config_cls: type, overrides: dict, kind: str, **fixed):
@@ -66,10 +76,13 @@ def architecture_settings(kind: str) -> list[str]:
     """The names ``--arch`` may set for a model kind."""
     from .crossfeat import CrossFeatConfig
     from .gbdt import XGBConfig
+    from .nearest import NearestConfig
+    from .random_baseline import RandomConfig
     from .tlp import TLPConfig
 
     return _settable({"crossfeat": CrossFeatConfig, "crossfeat-nohw": CrossFeatConfig, "tlp": TLPConfig,
-                      "xgb": XGBConfig}[kind])
+                      "xgb": XGBConfig, "xgb+hw": XGBConfig, "nearest": NearestConfig, "nearest-mean": NearestConfig,
+                      "random": RandomConfig}[kind])
 
 
 def _settable(config_cls: type) -> list[str]:
@@ -80,15 +93,18 @@ def load_model(directory: str | Path) -> CostModel:
     """Load a model directory written by ``save`` (any kind)."""
     from .crossfeat import CrossFeatModel, CrossFeatNoHwModel
     from .gbdt import XGBModel
+    from .nearest import NearestModel
+    from .random_baseline import RandomModel
     from .tlp import TLPModel
 
     directory = Path(directory)
     config = read_config(directory)
-    classes = {"crossfeat": CrossFeatModel, "crossfeat-nohw": CrossFeatNoHwModel, "tlp": TLPModel, "xgb": XGBModel}
+    classes = {"crossfeat": CrossFeatModel, "crossfeat-nohw": CrossFeatNoHwModel, "tlp": TLPModel, "xgb": XGBModel,
+               "xgb+hw": XGBModel, "nearest": NearestModel, "nearest-mean": NearestModel, "random": RandomModel}
     cls = classes.get(config["kind"])
     if cls is None:
         raise CrosstuneError(f"{directory}: unknown model kind {config['kind']!r}")
     return cls.from_config(directory, config)
 
 
-__all__ = ["MODEL_KINDS", "CostModel", "architecture_settings", "create_model", "load_model"]
+__all__ = ["BASELINE_KINDS", "MODEL_KINDS", "CostModel", "architecture_settings", "create_model", "load_model"]

@@ -35,13 +35,18 @@ class XGBConfig:
     pairs_per_program: int = 2
     seed: int = 0
     threads: int = 0  # 0 = all cores
+    # The hardware vector as features: True for `xgb+hw` (and for models saved before this setting
+    # existed, whose trees were grown with it); `xgb` leaves it out.
+    use_hardware: bool = True
 
 
 class XGBModel(CostModel):
     kind = "xgb"
 
-    def __init__(self, config: XGBConfig | None = None):
+    def __init__(self, config: XGBConfig | None = None, kind: str | None = None):
         self.config = config or XGBConfig()
+        # a model saved before `use_hardware` existed is an "xgb" that used the hardware vector
+        self.kind = kind or ("xgb+hw" if self.config.use_hardware else "xgb")
         self.normalizer: Normalizer | None = None
         self.booster = None
         self.hardware_seen: dict[str, list[float]] = {}
@@ -55,8 +60,9 @@ class XGBModel(CostModel):
                                     axis=-1).reshape(n, steps * (tokens.NUM_ARGS + 2))
         positional[~np.repeat(mask, tokens.NUM_ARGS + 2, axis=1)] = np.nan  # missing, not zero
         counts, means = kind_counts_and_means(feats.offsets, feats.kinds, feats.args)
-        return np.concatenate([positional, counts, means, feats.op,
-                               feats.op_kind[:, None].astype(np.float32), feats.hw, feats.lengths[:, None]], axis=1)
+        hardware = [feats.hw] if self.config.use_hardware else []
+        return np.concatenate([positional, counts, means, feats.op, feats.op_kind[:, None].astype(np.float32),
+                               *hardware, feats.lengths[:, None]], axis=1)
 
     def fit(self, train: Dataset, valid: Dataset | None = None, progress: bool = True, **_options) -> dict:
         import xgboost
@@ -102,7 +108,7 @@ class XGBModel(CostModel):
         import xgboost
 
         try:
-            model = cls(XGBConfig(**config["model"]))
+            model = cls(XGBConfig(**config["model"]), kind=config["kind"])
         except (TypeError, KeyError) as err:
             raise CrosstuneError(f"{directory}: model config does not match this crosstune ({err})") from None
         model.normalizer = Normalizer.from_json(config.get("normalizer", {}))
