@@ -171,6 +171,10 @@ def test_vocabulary_extension_keeps_existing_ids():
     assert [tokens.KINDS[t[0]] for t in annotated] == ["unroll", "vectorize"]
     with pytest.raises(ValueError):
         tokens.tokenize_autotvm_knob("tile_x", "sp", "eight")
+    # orders that differ only after the sixth axis are different programs
+    long_a = tokens.tokenize_autotvm_knob("reorder_0", "re", list(range(10)))
+    long_b = tokens.tokenize_autotvm_knob("reorder_0", "re", list(range(8)) + [9, 8])
+    assert len(long_a) == 2 and long_a[0] == long_b[0] and long_a != long_b
 
 
 @pytest.mark.integration

@@ -498,7 +498,8 @@ def _knob_number(value: object) -> float:
 def tokenize_autotvm_knob(name: str, kind: str, value: object, unknown_cats: dict[str, int] | None = None) -> list[Token]:
     """One entry ``[knob_name, kind, value]`` of an AutoTVM config entity -> tokens, the knob name as
     category. ``sp`` (split factors ``[-1, f1, ...]``, -1 = the remaining outer extent) is a split whose
-    log2_extent slot holds the product of the known factors; ``re`` a reorder; ``an`` one token per
+    log2_extent slot holds the product of the known factors; ``re`` a reorder (one token per six axes);
+    ``an`` one token per
     annotated axis (``none`` axes give none; an all-``none`` knob one ``annotate`` token so it stays
     visible); ``ot`` (another choice) ``unroll`` for unroll knobs, else ``annotate``, with log2(1 + value).
     Raises ValueError on a malformed value or an unknown knob kind."""
@@ -513,7 +514,11 @@ def tokenize_autotvm_knob(name: str, kind: str, value: object, unknown_cats: dic
     if kind == "re":
         if not isinstance(value, list):
             raise ValueError(f"reorder knob {name} is not a list")
-        return [(KIND_ID["reorder"], cat, _pack([0.0, float(len(value)), *(_num(o) for o in value[:6])]))]
+        # six positions fit a token: a longer order continues in further reorder tokens whose stage slot
+        # counts the chunk, so that two orders differing only after the sixth axis stay different programs
+        chunks = range(0, max(len(value), 1), 6)
+        return [(KIND_ID["reorder"], cat, _pack([float(i // 6), float(len(value)), *(_num(o) for o in value[i:i + 6])]))
+                for i in chunks]
     if kind == "an":
         if not isinstance(value, list):
             raise ValueError(f"annotation knob {name} is not a list")
