@@ -1,6 +1,7 @@
 """Schedule primitives -> one shared token vocabulary.
 
-Every program, whether an Ansor step list or a MetaSchedule trace, becomes a sequence of tokens.
+Every program, whether an Ansor step list, a MetaSchedule trace or an AutoTVM config entity, becomes a
+sequence of tokens.
 A token is three things:
 
 - ``kind``: the primitive (split, reorder, fuse, parallel, ...) from :data:`KINDS`, the same id for the

@@ -48,9 +48,9 @@ _MAX_REPEATED_PER_TASK = 3000  # bounds the O(n^2) noise-ceiling count of one ta
 
 
 def is_autotvm_line(line: bytes) -> bool:
-    """Whether a record line is AutoTVM's (v0.2 keys), by its keys, without parsing it."""
-    head = line.lstrip()[:64]
-    return head.startswith(b"{") and b'"input"' in head and b'"config"' in line and b'"result"' in line
+    """Whether a record line is AutoTVM's (v0.2 keys, in any order), by its keys, without parsing it.
+    Ansor lines have the keys "i", "r" and "v" instead."""
+    return line.lstrip().startswith(b"{") and b'"input"' in line and b'"config"' in line and b'"result"' in line
 
 
 def sniff(path: Path) -> bool:
