@@ -124,7 +124,8 @@ def _check_arch(args: argparse.Namespace, kinds: list[str]) -> None:
 @command("train", "train a cost model on a split of one or more datasets")
 def _train_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--model", default="crossfeat", help="crossfeat, crossfeat-nohw, tlp or xgb")
+    p.add_argument("--model", default="crossfeat", help="crossfeat, crossfeat-nohw, tlp, xgb, xgb+hw, or a baseline: "
+                   "nearest, nearest-mean, random")
     _add_split_args(p)
     _add_train_args(p)
     p.add_argument("--out", required=True, metavar="MODEL_DIR")
