@@ -22,6 +22,9 @@ by. Failed repeats of a config that also has a valid one are dropped (counted in
 ``merged_repeats``). The order agreement of the first two valid repeats within each task is kept in
 the import report (``repeat_pairs``): it is the device's own noise ceiling, which no cost model can
 beat. Because merging needs every file of the import, records are yielded by :meth:`finish`.
+Merging is per import: a record's id is a hash of (hardware, task, config), so a config imported again
+later (another import into the same dataset) is counted as already present rather than merged -- give
+all files of a device to one ``crosstune import``.
 """
 
 from __future__ import annotations
