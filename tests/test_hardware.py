@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -60,3 +61,34 @@ def test_local_detection_and_configurations():
     assert {"local-sse-1c", "local-sse-2c", "local-avx2-2c", "local-avx512-2c"} <= set(configs)
     assert configs["local-sse-2c"].spec.vector_bytes == 16 and configs["local-avx512-1c"].spec.compute_units == 1
     assert "stand-in" in configs["local-avx2-2c"].spec.notes
+
+
+def test_autotvm_devices_are_in_the_registry():
+    specs = builtin_specs()
+    for name in ("amd-3700x", "i7-3770", "cortex-a72", "cortex-a7", "gtx1650"):
+        assert specs[name].source, f"{name} cites no source"
+    assert specs["gtx1650"].kind == "gpu" and specs["cortex-a7"].kind == "cpu"
+    # peak FP32 = cores x clock x FLOP/cycle, as each source states
+    assert specs["amd-3700x"].peak_fp32_gflops == pytest.approx(8 * 3.6 * 32)
+    assert specs["i7-3770"].peak_fp32_gflops == pytest.approx(4 * 3.4 * 16)
+    assert specs["cortex-a72"].peak_fp32_gflops > 6 * specs["cortex-a7"].peak_fp32_gflops
+
+
+def test_codegen_isa_says_what_the_code_could_use(tmp_path):
+    from crosstune.hardware.registry import FEATURE_NAMES, with_codegen
+
+    chip = builtin_specs()["amd-3700x"]
+    generic = with_codegen(chip, "x86-64")
+    assert generic.codegen_vector_bytes == 16 and generic.code_vector_bytes == 16 and chip.code_vector_bytes == 32
+    slot = FEATURE_NAMES.index("log2_1p_vector_bytes")
+    assert generic.feature_vector()[slot] == pytest.approx(math.log2(17))
+    assert chip.feature_vector()[slot] > generic.feature_vector()[slot]
+    with pytest.raises(CrosstuneError, match="codegen-isa"):
+        with_codegen(chip, "mmx")
+    # a descriptor file may say it too, and round-trips through JSON
+    path = tmp_path / "laptop.json"
+    path.write_text(json.dumps({**generic.to_json(), "name": "laptop"}))
+    assert load_spec_file(path).codegen_isa == "x86-64"
+    path.write_text(json.dumps({**chip.to_json(), "name": "laptop", "codegen_isa": "avx2"}))
+    with pytest.raises(CrosstuneError, match="codegen_vector_bytes"):
+        load_spec_file(path)

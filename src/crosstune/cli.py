@@ -21,19 +21,22 @@ from .errors import CrosstuneError
 # import / info
 # ---------------------------------------------------------------------------------------------------
 
-@command("import", "import Ansor/TenSet or MetaSchedule records into a dataset")
+@command("import", "import Ansor/TenSet, MetaSchedule or AutoTVM records into a dataset")
 def _import_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("sources", nargs="+", metavar="SRC", help="record files or directories (format detected per file)")
     p.add_argument("--hardware", required=True, help="name of the hardware the records were measured on")
     p.add_argument("--hardware-spec", metavar="FILE.json", help="descriptor for hardware not in the registry")
     p.add_argument("--out", required=True, metavar="DATASET", help="dataset directory (created or added to)")
+    p.add_argument("--codegen-isa", metavar="ISA", help="what the measured code was compiled for when it differs "
+                   "from the chip (e.g. x86-64 for 'llvm' without -mcpu); the hardware vector uses its vector width")
     p.add_argument("--strict", action="store_true", help="stop at the first bad line instead of skipping it")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     def run(args: argparse.Namespace) -> int:
         from .importer import describe_report, import_sources
 
-        result = import_sources(args.sources, args.hardware, args.out, args.hardware_spec, args.strict, args.quiet)
+        result = import_sources(args.sources, args.hardware, args.out, args.hardware_spec, args.strict, args.quiet,
+                                codegen_isa=args.codegen_isa)
         report = result.report
         print(f"{result.path}: +{result.added} records of {result.hardware} "
               f"({report.lines} lines in {report.files} file(s); {report.failed_measurements} failed "

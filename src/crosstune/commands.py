@@ -426,3 +426,22 @@ def _demo_args(p: argparse.ArgumentParser) -> Handler:
         run_demo(args.out, args.held_out, args.epochs, args.seed, args.dataset, progress=not args.quiet)
         return 0
     return run
+
+
+@command("similarity", "how alike devices rank the programs they share, and each device's noise ceiling")
+def _similarity_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("datasets", nargs="+", metavar="DATASET")
+    p.add_argument("--json", metavar="FILE", help="also write the matrix as JSON")
+    p.add_argument("--png", metavar="FILE", help="also draw it as a heatmap")
+
+    def run(args: argparse.Namespace) -> int:
+        from .similarity import similarity_of_datasets, write_heatmap, write_json
+
+        matrix = similarity_of_datasets(args.datasets)
+        print(matrix.table())
+        if args.json:
+            write_json(matrix, args.json)
+        if args.png:
+            write_heatmap(matrix, args.png)
+        return 0
+    return run

@@ -62,15 +62,21 @@ def _runs_json(runs: list, complete: bool) -> dict:
             "runs": [{"results": r.results, "timings": r.timings} for r in runs]}
 
 
+def floor_name(kinds: Sequence[str]) -> str:
+    """The row of the exact random floor: "random", unless the `random` model is one of the kinds."""
+    return "random floor" if "random" in kinds else "random"
+
+
 def summarize_runs(runs: list, kinds: Sequence[str]) -> dict:
     summary = {}
-    for kind in list(kinds) + ["random"]:
-        source = [r.results[kinds[0]]["overall"]["random"] if kind == "random" else r.results[kind]["overall"] for r in runs]
+    floor = floor_name(kinds)
+    for kind in list(kinds) + [floor]:
+        source = [r.results[kinds[0]]["overall"]["random"] if kind == floor else r.results[kind]["overall"] for r in runs]
         entry = {}
         for metric in SUMMARY_METRICS:
             values = np.array([s[metric] for s in source], dtype=float)
             entry[metric] = {"mean": float(np.mean(values)), "std": float(np.std(values)), "values": values.tolist()}
-        if kind != "random":
+        if kind != floor:
             for key in ("train_seconds", "train_samples_per_second", "predict_programs_per_second"):
                 entry[key] = float(np.mean([r.timings[kind][key] for r in runs]))
         summary[kind] = entry
@@ -90,13 +96,13 @@ def summary_table(summary: dict) -> str:
 
 def _operator_metrics(run, kinds: Sequence[str], kind: str, op: str) -> dict:
     first = run.results[kinds[0]]["per_operator"][op]
-    return first["random"] if kind == "random" else run.results[kind]["per_operator"][op]
+    return first["random"] if kind == floor_name(kinds) else run.results[kind]["per_operator"][op]
 
 
 def operator_table(runs: list, kinds: Sequence[str], operators: Sequence[str]) -> str:
     rows = []
     for op in operators:
-        for kind in list(kinds) + ["random"]:
+        for kind in list(kinds) + [floor_name(kinds)]:
             values = [[_operator_metrics(r, kinds, kind, op)[key] for key, _ in OPERATOR_METRICS] for r in runs]
             rows.append([op, kind, *np.mean(values, axis=0).tolist()])
     return format_table(("operator", "model") + tuple(h for _, h in OPERATOR_METRICS), rows, digits=4)

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from tqdm import tqdm
 
 from .dataset import ImportResult, import_records
-from .hardware.registry import HardwareSpec, resolve
+from .hardware.registry import HardwareSpec, resolve, with_codegen
 from .records.canonical import ImportReport, Record
 from .records.detect import list_record_files, read_records
 
@@ -30,11 +30,14 @@ def _with_progress(records: Iterator[Record], total_files: int, quiet: bool) -> 
 
 def import_sources(sources: Sequence[str | os.PathLike], hardware: str, out: str | os.PathLike,
                    hardware_spec: str | HardwareSpec | None = None, strict: bool = False, quiet: bool = True,
-                   provenance: dict | None = None) -> ImportResult:
-    """Import every record file under ``sources`` (Ansor or MetaSchedule, detected per file) as
-    measurements of ``hardware`` into the dataset at ``out``. ``hardware_spec``: a descriptor file,
-    or the descriptor itself."""
+                   provenance: dict | None = None, codegen_isa: str | None = None) -> ImportResult:
+    """Import every record file under ``sources`` (Ansor, MetaSchedule or AutoTVM, detected per file) as
+    measurements of ``hardware`` into the dataset at ``out``. ``hardware_spec``: a descriptor file, or the
+    descriptor itself; ``codegen_isa`` says what the measured code was compiled for where that differs
+    from the chip (see :func:`hardware.registry.with_codegen`)."""
     spec = hardware_spec if isinstance(hardware_spec, HardwareSpec) else resolve(hardware, hardware_spec)
+    if codegen_isa:
+        spec = with_codegen(spec, codegen_isa)
     report = ImportReport(strict=strict)
     files = list_record_files(sources, report)
     records = read_records(sources, spec.name, report, files=files)
@@ -47,6 +50,10 @@ def describe_report(report: ImportReport) -> list[str]:
     lines = []
     for reason, count in report.skipped.most_common():
         lines.append(f"  skipped {count} line(s): {reason} (e.g. {report.examples.get(reason, '?')})")
+    if report.merged_repeats:
+        lines.append(f"  merged {report.merged_repeats} repeated measurement(s) of a config into its record")
+    for version, count in sorted(report.versions.items()):
+        lines.append(f"  {count} line(s) written by {version}")
     for path, reason in sorted(report.skipped_files.items()):
         lines.append(f"  skipped file {path}: {reason}")
     for kind, count in report.unknown_kinds.most_common():

@@ -1,6 +1,7 @@
 """Schedule primitives -> one shared token vocabulary.
 
-Every program, whether an Ansor step list or a MetaSchedule trace, becomes a sequence of tokens.
+Every program, whether an Ansor step list, a MetaSchedule trace or an AutoTVM config entity, becomes a
+sequence of tokens.
 A token is three things:
 
 - ``kind``: the primitive (split, reorder, fuse, parallel, ...) from :data:`KINDS`, the same id for the
@@ -122,7 +123,41 @@ CATEGORIES: tuple[str, ...] = (
     "meta_schedule.layout_rewrite_preproc",
     "software_pipeline_stage",
     "software_pipeline_order",
+    # AutoTVM knob names (appended so that the ids above stay those saved models were trained with;
+    # a knob not listed here maps to ``other`` and is counted like any unknown string)
+    "tile_ic",
+    "tile_oc",
+    "tile_ow",
+    "tile_oh",
+    "tile_x",
+    "tile_y",
+    "tile_k",
+    "tile_f",
+    "tile_n",
+    "tile_b",
+    "tile_c",
+    "tile_h",
+    "tile_w",
+    "tile_p",
+    "tile_co",
+    "tile_ci",
+    "tile_rc",
+    "tile_ry",
+    "tile_rx",
+    "tile_rh",
+    "tile_rw",
+    "tile_inner",
+    "unroll_kw",
+    "unroll_explicit",
+    "ann",
+    "ann_reduce",
+    "ann_spatial",
+    "reorder_0",
+    "reorder_1",
 )
+# How many categories vocabulary v1 had before the AutoTVM knob names were appended: models that
+# scale category ids into a number divide by this, so their inputs do not move when categories are added.
+BASE_CATEGORIES = 34
 CAT_ID = {name: i for i, name in enumerate(CATEGORIES)}
 OTHER_CAT = CAT_ID["other"]
 
@@ -438,3 +473,67 @@ def _ms_token(name: str, inputs: list, attrs: list, env: dict[str, object],
         scope = str(attrs[-1]) if attrs else ""
         return KIND_ID[name], category_id(scope, unknown_cats), _pack([])
     return KIND_ID[name], 0, _pack([])
+
+
+# ---------------------------------------------------------------------------------------------------
+# AutoTVM knobs
+# ---------------------------------------------------------------------------------------------------
+
+# AutoTVM annotation choices per axis (tvm.autotvm.task.space.AnnotateSpace).
+_AUTOTVM_ANNOTATIONS = {"unroll": ("unroll", 1.0), "vec": ("vectorize", 1.0), "parallel": ("parallel", 1.0),
+                        "vthread": ("vthread", 1.0), "blockIdx.x": ("bind", 1.0), "blockIdx.y": ("bind", 2.0),
+                        "blockIdx.z": ("bind", 3.0), "threadIdx.x": ("bind", 4.0), "threadIdx.y": ("bind", 5.0),
+                        "threadIdx.z": ("bind", 6.0), "fuse": ("fuse", 1.0)}
+AUTOTVM_KNOB_KINDS = frozenset({"sp", "re", "an", "ot"})
+
+
+def _knob_number(value: object) -> float:
+    """A knob's choice as a number: numbers and booleans as they are; a string as a small stable code
+    (so that two string choices stay apart)."""
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    text = str(value)
+    return float(sum(text.encode()) % 997 + 1)
+
+
+def tokenize_autotvm_knob(name: str, kind: str, value: object, unknown_cats: dict[str, int] | None = None) -> list[Token]:
+    """One entry ``[knob_name, kind, value]`` of an AutoTVM config entity -> tokens, the knob name as
+    category. ``sp`` (split factors ``[-1, f1, ...]``, -1 = the remaining outer extent) is a split whose
+    log2_extent slot holds the product of the known factors; ``re`` a reorder (one token per six axes);
+    ``an`` one token per
+    annotated axis (``none`` axes give none; an all-``none`` knob one ``annotate`` token so it stays
+    visible); ``ot`` (another choice) ``unroll`` for unroll knobs, else ``annotate``, with log2(1 + value).
+    Raises ValueError on a malformed value or an unknown knob kind."""
+    cat = category_id(name, unknown_cats)
+    if kind == "sp":
+        if not isinstance(value, list) or not value or not all(isinstance(f, int) and not isinstance(f, bool) for f in value):
+            raise ValueError(f"split knob {name} is not a list of integers")
+        known = 1
+        for factor in value:
+            known *= factor if factor > 0 else 1
+        return [(KIND_ID["split"], cat, split_args(0.0, 0.0, known, value[1:], len(value)))]
+    if kind == "re":
+        if not isinstance(value, list):
+            raise ValueError(f"reorder knob {name} is not a list")
+        # six positions fit a token: a longer order continues in further reorder tokens whose stage slot
+        # counts the chunk, so that two orders differing only after the sixth axis stay different programs
+        chunks = range(0, max(len(value), 1), 6)
+        return [(KIND_ID["reorder"], cat, _pack([float(i // 6), float(len(value)), *(_num(o) for o in value[i:i + 6])]))
+                for i in chunks]
+    if kind == "an":
+        if not isinstance(value, list):
+            raise ValueError(f"annotation knob {name} is not a list")
+        out = []
+        for axis, choice in enumerate(value):
+            if choice == "none":
+                continue
+            prim, code = _AUTOTVM_ANNOTATIONS.get(str(choice), ("annotate", _knob_number(choice)))
+            out.append((KIND_ID[prim], cat, _pack([0.0, float(axis), code])))
+        return out or [(KIND_ID["annotate"], cat, _pack([0.0, float(len(value)), 0.0]))]
+    if kind == "ot":
+        if isinstance(value, (list, dict)) or value is None:
+            raise ValueError(f"choice knob {name} is not a single value")
+        number = _knob_number(value)
+        prim = "unroll" if "unroll" in name else "annotate"
+        return [(KIND_ID[prim], cat, _pack([0.0, 0.0, log2p(abs(number) + 1), 1.0 if number < 0 else 0.0]))]
+    raise ValueError(f"unknown knob kind {kind!r}")

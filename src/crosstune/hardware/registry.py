@@ -2,6 +2,11 @@
 
 A user brings new hardware with ``--hardware-spec FILE.json`` holding exactly the fields of
 :data:`FIELDS` (plus an optional ``source`` citing where the numbers come from and ``notes``).
+
+What the chip has and what the measured code could use are not always the same: code compiled for
+``llvm`` without ``-mcpu`` runs generic x86-64 (SSE2, 16-byte vectors) on an AVX2 chip. The optional
+``codegen_isa`` / ``codegen_vector_bytes`` fields say so (in a descriptor, or set at import with
+``--codegen-isa``); the model's hardware vector then uses the vector width of the generated code.
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -20,7 +25,13 @@ FIELDS: tuple[str, ...] = (
     "mem_bandwidth_gbs", "l1_kb", "l2_kb", "l3_kb", "shared_mem_per_block_kb", "warp_size",
     "max_threads_per_block", "vector_bytes", "mem_gb",
 )
-OPTIONAL_FIELDS = ("source", "notes")
+OPTIONAL_FIELDS = ("source", "notes", "codegen_isa", "codegen_vector_bytes")
+_OPTIONAL_STRINGS = ("source", "notes", "codegen_isa")
+# Instruction sets the generated code may have been compiled for, and their vector register width.
+CODEGEN_ISAS: dict[str, int] = {
+    "x86-64": 16, "sse2": 16, "sse4.2": 16, "avx": 32, "avx2": 32, "avx512": 64,
+    "armv7-neon": 16, "aarch64-neon": 16, "sve": 16, "scalar": 4,
+}
 NUMERIC_FIELDS = FIELDS[4:]
 _STRING_FIELDS = ("name", "kind", "vendor", "arch")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -52,6 +63,13 @@ class HardwareSpec:
     mem_gb: float
     source: str = ""
     notes: str = ""
+    codegen_isa: str = ""  # "" = the code could use what the chip has
+    codegen_vector_bytes: float = 0.0
+
+    @property
+    def code_vector_bytes(self) -> float:
+        """Vector width the measured code could use: the codegen's where given, else the chip's."""
+        return float(self.codegen_vector_bytes or self.vector_bytes)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -60,7 +78,8 @@ class HardwareSpec:
     def feature_vector(self) -> list[float]:
         """Model input: is-GPU flag and log2(1 + x) of every numeric field (the fields span six orders
         of magnitude, from warp size to L3 kilobytes)."""
-        return [1.0 if self.kind == "gpu" else 0.0] + [math.log2(1.0 + float(getattr(self, f))) for f in NUMERIC_FIELDS]
+        values = [self.code_vector_bytes if f == "vector_bytes" else float(getattr(self, f)) for f in NUMERIC_FIELDS]
+        return [1.0 if self.kind == "gpu" else 0.0] + [math.log2(1.0 + v) for v in values]
 
 
 FEATURE_NAMES = ("is_gpu",) + tuple(f"log2_1p_{f}" for f in NUMERIC_FIELDS)
@@ -76,7 +95,7 @@ def spec_from_dict(data: object, origin: str) -> HardwareSpec:
     missing = [f for f in FIELDS if f not in data]
     if missing:
         raise CrosstuneError(f"{origin}: missing field(s) {', '.join(missing)}")
-    for field in _STRING_FIELDS + OPTIONAL_FIELDS:
+    for field in _STRING_FIELDS + _OPTIONAL_STRINGS:
         if field in data and not isinstance(data[field], str):
             raise CrosstuneError(f"{origin}: field {field} must be a string")
     if not _NAME.match(data["name"]):
@@ -89,6 +108,12 @@ def spec_from_dict(data: object, origin: str) -> HardwareSpec:
             raise CrosstuneError(f"{origin}: field {field} must be a finite number, not {value!r}")
         if value < 0:
             raise CrosstuneError(f"{origin}: field {field} must not be negative ({value})")
+    codegen_bytes = data.get("codegen_vector_bytes", 0)
+    if isinstance(codegen_bytes, bool) or not isinstance(codegen_bytes, (int, float)) \
+            or not math.isfinite(codegen_bytes) or codegen_bytes < 0:
+        raise CrosstuneError(f"{origin}: field codegen_vector_bytes must be a number >= 0, not {codegen_bytes!r}")
+    if data.get("codegen_isa") and not codegen_bytes:
+        raise CrosstuneError(f"{origin}: field codegen_isa needs codegen_vector_bytes (the vector width of that ISA)")
     for field in _POSITIVE[data["kind"]]:
         if data[field] <= 0:
             raise CrosstuneError(f"{origin}: field {field} must be positive for a {data['kind']} (got {data[field]})")
@@ -136,3 +161,12 @@ def resolve(name: str, spec_file: str | Path | None = None) -> HardwareSpec:
         return configs[name].spec
     known = sorted(specs) + ["local"] + sorted(configs)
     raise CrosstuneError(f"unknown hardware {name!r}; known: {', '.join(known)}; or give --hardware-spec FILE.json")
+
+
+def with_codegen(spec: HardwareSpec, isa: str) -> HardwareSpec:
+    """``spec`` for code compiled for ``isa`` (a name of :data:`CODEGEN_ISAS`), e.g. ``x86-64`` for
+    ``llvm`` without ``-mcpu``. Its features then use that ISA's vector width."""
+    key = isa.lower()
+    if key not in CODEGEN_ISAS:
+        raise CrosstuneError(f"unknown --codegen-isa {isa!r}; known: {', '.join(CODEGEN_ISAS)}")
+    return replace(spec, codegen_isa=key, codegen_vector_bytes=float(CODEGEN_ISAS[key]))

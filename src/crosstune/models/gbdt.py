@@ -41,6 +41,9 @@ class XGBConfig:
     seed: int = 0
     threads: int = 0  # 0 = all cores
     device: str = "cpu"  # XGBoost's own: cpu, cuda, cuda:N
+    # The hardware vector as features: set by the kind (`xgb+hw`), not by --arch. Models saved before
+    # this setting existed were grown with it (see _read).
+    use_hardware: bool = False
 
 
 class XGBModel(CostModel):
@@ -48,11 +51,13 @@ class XGBModel(CostModel):
     config_cls = XGBConfig
     # Trees have no epochs, loss choice, learning-rate schedule or checkpoint: only --device applies.
     options = frozenset({"device"})
+    uses_hardware = False  # with a handful of training devices the vector acts as a device identifier
 
     def __init__(self, config: XGBConfig | None = None, train_config=None):
         self.config = copied(config, XGBConfig)
         if train_config is not None:  # the seed and device of a run apply to every model of it
             self.config = replace(self.config, seed=train_config.seed, device=train_config.device)
+        self.config = replace(self.config, use_hardware=self.uses_hardware)
         self.normalizer: Normalizer | None = None
         self.booster = None
         self.hardware_seen: dict[str, list[float]] = {}
@@ -71,8 +76,9 @@ class XGBModel(CostModel):
                                     axis=-1).reshape(n, steps * (tokens.NUM_ARGS + 2))
         positional[~np.repeat(mask, tokens.NUM_ARGS + 2, axis=1)] = np.nan  # missing, not zero
         counts, means = kind_counts_and_means(feats.offsets, feats.kinds, feats.args)
-        return np.concatenate([positional, counts, means, feats.op,
-                               feats.op_kind[:, None].astype(np.float32), feats.hw, feats.lengths[:, None]], axis=1)
+        hardware = [feats.hw] if self.config.use_hardware else []
+        return np.concatenate([positional, counts, means, feats.op, feats.op_kind[:, None].astype(np.float32),
+                               *hardware, feats.lengths[:, None]], axis=1)
 
     def _matrix(self, ds: Dataset):
         """(rows sorted so that query groups are contiguous, as XGBoost wants, and their DMatrix)."""
@@ -145,6 +151,8 @@ class XGBModel(CostModel):
             model = cls(XGBConfig(**config["model"]))
         except (TypeError, KeyError) as err:
             raise CrosstuneError(f"{directory}: model config does not match this crosstune ({err})") from None
+        if "use_hardware" not in config["model"]:  # saved before xgb+hw existed: its trees read the vector
+            model.config = replace(model.config, use_hardware=True)
         model.normalizer = Normalizer.from_json(config.get("normalizer", {}))
         model._restore_hardware(config)
         model.history = config.get("history", {})
@@ -155,3 +163,10 @@ class XGBModel(CostModel):
             raise CrosstuneError(f"{directory}: {MODEL_FILE} is missing or corrupt ({str(err).splitlines()[0][:200]})") from None
         model.booster = booster
         return model
+
+
+class XGBHardwareModel(XGBModel):
+    """``xgb+hw``: the same trees with the hardware vector appended to every program's features."""
+
+    kind = "xgb+hw"
+    uses_hardware = True

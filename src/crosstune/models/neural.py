@@ -12,6 +12,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from .. import tokens
 from ..atomic import staged_file
 from ..dataset import Dataset
 from ..errors import CrosstuneError
@@ -109,7 +110,7 @@ class NeuralCostModel(CostModel):
         model._restore_fitted(config)
         net = model.build_net()
         try:
-            state = load_file(str(directory / WEIGHTS))
+            state = _grown_embeddings(load_file(str(directory / WEIGHTS)), net.state_dict())
             net.load_state_dict(state)
         except FileNotFoundError:
             raise CrosstuneError(f"{directory}: {WEIGHTS} is missing") from None
@@ -117,3 +118,16 @@ class NeuralCostModel(CostModel):
             raise CrosstuneError(f"{directory}: {WEIGHTS} is corrupt or does not match the config ({str(err)[:200]})") from None
         model.net = net.eval()
         return model
+
+
+def _grown_embeddings(saved: dict, current: dict) -> dict:
+    """The token vocabulary only grows by appending categories (tokens.py), so a model saved before an
+    extension has a smaller category embedding: its missing rows become copies of its ``other`` row,
+    the category those strings had when it was trained."""
+    for name, weight in saved.items():
+        if name.endswith("cat_embedding.weight") and name in current:
+            rows = current[name].shape[0]
+            if weight.ndim == 2 and weight.shape[0] < rows and weight.shape[0] > tokens.OTHER_CAT:
+                extra = weight[tokens.OTHER_CAT].expand(rows - weight.shape[0], -1)
+                saved[name] = torch.cat([weight, extra], dim=0)
+    return saved

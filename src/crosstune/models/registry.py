@@ -34,12 +34,20 @@ REGISTRY: dict[str, ModelKind] = {kind.name: kind for kind in (
               "crossfeat without the hardware and operator tokens (the ablation)"),
     ModelKind("tlp", "crosstune.models.tlp", "TLPModel", "TLP (ASPLOS'23): self-attention over schedule steps"),
     ModelKind("xgb", "crosstune.models.gbdt", "XGBModel", "TenSet's gradient-boosted trees, ranking objective"),
+    ModelKind("xgb+hw", "crosstune.models.gbdt", "XGBHardwareModel", "xgb with the hardware vector appended"),
+    ModelKind("nearest", "crosstune.models.nearest", "NearestModel",
+              "baseline: copy the program's rank on the most similar training device that measured it"),
+    ModelKind("nearest-mean", "crosstune.models.nearest", "NearestMeanModel",
+              "baseline: the program's mean rank over the training devices that measured it"),
+    ModelKind("random", "crosstune.models.random_baseline", "RandomModel", "baseline: a seeded random score"),
 )}
 MODEL_KINDS = tuple(REGISTRY)
+# Models that learn nothing (they copy known measurements or guess): what a learned model must beat.
+BASELINE_KINDS = ("nearest", "nearest-mean", "random")
 
 # Settings that are not architecture: the ablation switch is the model kind, seed and device are
 # --seed and --device.
-_NOT_ARCHITECTURE = {"use_cross_features", "seed", "threads", "device"}
+_NOT_ARCHITECTURE = {"use_cross_features", "seed", "threads", "device", "use_hardware", "mean"}
 
 
 def model_class(kind: str) -> type[CostModel]:

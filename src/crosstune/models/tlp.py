@@ -132,6 +132,6 @@ class TLPModel(NeuralCostModel):
         onehot = np.zeros(kinds.shape + (n_slots,), dtype=np.float32)
         np.put_along_axis(onehot, bucket_of[kinds][..., None], 1.0, axis=-1)
         onehot *= mask[..., None]
-        category = (cats / len(tokens.CATEGORIES)).astype(np.float32)[..., None] * mask[..., None]
+        category = (cats / tokens.BASE_CATEGORIES).astype(np.float32)[..., None] * mask[..., None]
         steps = np.concatenate([onehot, category, args], axis=-1)
         return {"steps": torch.from_numpy(steps).to(device)}

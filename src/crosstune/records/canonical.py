@@ -60,6 +60,12 @@ class ImportReport:
     unknown_kinds: Counter = field(default_factory=Counter)
     unknown_categories: Counter = field(default_factory=Counter)
     skipped_files: dict = field(default_factory=dict)  # path -> reason
+    # Formats that carry their writer's version (AutoTVM's "version" and "tvm_version"): "what" -> lines.
+    versions: Counter = field(default_factory=Counter)
+    # Repeated measurements of one program merged into one record (AutoTVM), and per task the order
+    # agreement of the first two valid repeats over pairs of repeated programs: task_id -> [agree, pairs].
+    merged_repeats: int = 0
+    repeat_pairs: dict = field(default_factory=dict)
 
     def skip(self, reason: str, source: str, line: int) -> None:
         """Count a skipped line; in strict mode the first one is an error."""
@@ -89,6 +95,12 @@ class ImportReport:
         self.unknown_kinds.update(other.unknown_kinds)
         self.unknown_categories.update(other.unknown_categories)
         self.skipped_files.update(other.skipped_files)
+        self.versions.update(other.versions)
+        self.merged_repeats += other.merged_repeats
+        for task, (agree, pairs) in other.repeat_pairs.items():
+            mine = self.repeat_pairs.setdefault(task, [0, 0])
+            mine[0] += agree
+            mine[1] += pairs
 
     def to_json(self) -> dict:
         return {
@@ -96,19 +108,22 @@ class ImportReport:
             "failed_measurements": self.failed_measurements, "duplicates": self.duplicates,
             "skipped": dict(self.skipped), "examples": self.examples,
             "unknown_kinds": dict(self.unknown_kinds), "unknown_categories": dict(self.unknown_categories),
-            "skipped_files": self.skipped_files,
+            "skipped_files": self.skipped_files, "versions": dict(self.versions),
+            "merged_repeats": self.merged_repeats, "repeat_pairs": self.repeat_pairs,
         }
 
     @classmethod
     def from_json(cls, data: dict) -> "ImportReport":
         report = cls()
-        for key in ("files", "lines", "records", "failed_measurements", "duplicates"):
+        for key in ("files", "lines", "records", "failed_measurements", "duplicates", "merged_repeats"):
             setattr(report, key, int(data.get(key, 0)))
         report.skipped = Counter(data.get("skipped", {}))
         report.examples = dict(data.get("examples", {}))
         report.unknown_kinds = Counter(data.get("unknown_kinds", {}))
         report.unknown_categories = Counter(data.get("unknown_categories", {}))
         report.skipped_files = dict(data.get("skipped_files", {}))
+        report.versions = Counter(data.get("versions", {}))
+        report.repeat_pairs = {k: list(v) for k, v in data.get("repeat_pairs", {}).items()}
         return report
 
 

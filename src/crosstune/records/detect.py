@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import CrosstuneError
-from . import metaschedule
+from . import autotvm, metaschedule
 from .ansor import AnsorReader
 from .canonical import ImportReport, Record
 
@@ -57,10 +57,19 @@ def _check_readable(path: Path) -> None:
 def read_records(sources: Iterable[str | os.PathLike], hardware: str, report: ImportReport,
                  files: list[Path] | None = None) -> Iterator[Record]:
     """Canonical records of every record file under ``sources``, format detected per file
-    (MetaSchedule by its ``*tuning_record.json`` name, Ansor otherwise)."""
+    (MetaSchedule by its ``*tuning_record.json`` name, AutoTVM by the keys of its first line, Ansor
+    otherwise). AutoTVM records come last: repeats of a config are merged over all files first."""
     ansor = AnsorReader(hardware, report)
     ms_reader = metaschedule.MetaScheduleReader(hardware, report)
+    autotvm_reader = None
     for path in files if files is not None else list_record_files(sources, report):
         _check_readable(path)
-        reader = ms_reader if metaschedule.is_record_file(path) else ansor
-        yield from reader.read_file(path)
+        if metaschedule.is_record_file(path):
+            yield from ms_reader.read_file(path)
+        elif autotvm.sniff(path):
+            autotvm_reader = autotvm_reader or autotvm.AutoTVMReader(hardware, report)
+            yield from autotvm_reader.read_file(path)
+        else:
+            yield from ansor.read_file(path)
+    if autotvm_reader is not None:
+        yield from autotvm_reader.finish()

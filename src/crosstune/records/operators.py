@@ -175,3 +175,104 @@ def operator_from_shapes(block_names: list[str], shapes: list[list[int]]) -> Ope
         else:
             flops = out
     return Operator(name=anchor, kind=kind, args=args, flops=flops)
+
+
+# ---------------------------------------------------------------------------------------------------
+# AutoTVM templates: (template name, template args) as in an AutoTVM log's "input"
+# ---------------------------------------------------------------------------------------------------
+
+def _tensor_shape(arg: object) -> list[int] | None:
+    """``["TENSOR", shape, dtype]`` -> shape (AutoTVM's serialisation of a placeholder)."""
+    if isinstance(arg, list) and len(arg) == 3 and arg[0] == "TENSOR" and isinstance(arg[1], list) \
+            and all(isinstance(d, int) and not isinstance(d, bool) for d in arg[1]):
+        return arg[1]
+    return None
+
+
+def _pair(value: object) -> tuple[int, int]:
+    if isinstance(value, list):
+        return (int(value[0]), int(value[-1])) if len(value) in (1, 2) else (int(value[0]), int(value[1]))
+    return int(value), int(value)
+
+
+def _padding(value: object) -> tuple[int, int, int, int]:
+    """TVM's padding forms: int, [h, w] or [top, left, bottom, right] -> (top, left, bottom, right)."""
+    if isinstance(value, list):
+        if len(value) == 4:
+            return tuple(int(v) for v in value)  # type: ignore[return-value]
+        if len(value) == 2:
+            return int(value[0]), int(value[1]), int(value[0]), int(value[1])
+        if len(value) == 1:
+            value = value[0]
+    p = int(value)
+    return p, p, p, p
+
+
+def _conv_out(size: int, kernel: int, stride: int, pad_before: int, pad_after: int, dilation: int) -> int:
+    return (size + pad_before + pad_after - ((kernel - 1) * dilation + 1)) // stride + 1
+
+
+def _autotvm_conv(name: str, args: list, depthwise: bool) -> tuple[tuple[float, ...], float]:
+    data, kernel = _tensor_shape(args[0]), _tensor_shape(args[1])
+    if data is None or kernel is None or len(data) != 4 or len(kernel) != 4:
+        raise ValueError("conv2d arguments are not 4-D tensors")
+    nhwc = "nhwc" in name.lower() or "NHWC" in [a for a in args[5:] if isinstance(a, str)]
+    if nhwc:  # data NHWC, kernel HWIO (HWOI for depthwise: H, W, C, multiplier)
+        n, h, w, ci = data
+        kh, kw, k2, k3 = kernel
+        co = k2 * k3 if depthwise else k3
+    else:  # data NCHW, kernel OIHW (depthwise: C, multiplier, KH, KW)
+        n, ci, h, w = data
+        k0, k1, kh, kw = kernel
+        co = k0 * k1 if depthwise else k0
+    sh, sw = _pair(args[2])
+    pt, pl, pb, pr = _padding(args[3])
+    dh, dw = _pair(args[4]) if len(args) > 4 and isinstance(args[4], (int, list)) else (1, 1)
+    oh, ow = _conv_out(h, kh, sh, pt, pb, dh), _conv_out(w, kw, sw, pl, pr, dw)
+    per_output = kh * kw * (1 if depthwise else ci)
+    flops = 2.0 * n * co * oh * ow * per_output
+    return (n, ci, h, w, co, kh, kw, sh, sw, pt + pb, pl + pr, dh, dw), flops
+
+
+def _autotvm_matmul(name: str, args: list) -> tuple[str, tuple[float, ...], float]:
+    a, b = _tensor_shape(args[0]), _tensor_shape(args[1])
+    if a is None or b is None:
+        raise ValueError("matmul arguments are not tensors")
+    if "batch_matmul" in name:
+        if len(a) != 3 or len(b) != 3:
+            raise ValueError("batch_matmul arguments are not 3-D")
+        # (x, y, out_shape, out_dtype[, transpose_a, transpose_b]); before the flags existed y was [B, N, K]
+        transpose_a = bool(args[4]) if len(args) > 5 else False
+        transpose_b = bool(args[5]) if len(args) > 5 else True
+        batch = max(a[0], b[0])
+        m, k = (a[2], a[1]) if transpose_a else (a[1], a[2])
+        n = b[1] if transpose_b else b[2]
+        return "batch_matmul", (batch, m, k, n), 2.0 * batch * m * k * n
+    if len(a) != 2 or len(b) != 2:
+        raise ValueError("dense arguments are not 2-D")
+    m, k = a
+    n = b[0]  # dense weight is [N, K]
+    return "dense", (m, k, n), 2.0 * m * k * n
+
+
+def operator_from_autotvm(template: str, args: list) -> Operator:
+    """Operator of an AutoTVM task from its template name (``conv2d_NCHWc.x86``) and arguments.
+
+    conv2d (direct, spatial-pack, NCHWc, winograd) and depthwise conv2d give
+    (N, CI, H, W, CO, KH, KW, SH, SW, pad_h, pad_w, DH, DW) and their FLOPs (winograd counts the direct
+    convolution's, so the same layer compares across templates); dense gives (M, K, N); batch_matmul
+    (B, M, K, N). Other templates get their kind guessed from the name, the tensor shapes as args and
+    FLOPs NaN."""
+    lowered = template.lower()
+    try:
+        if "conv2d" in lowered and "transpose" not in lowered and len(args) >= 4:
+            depthwise = "depthwise" in lowered
+            shape, flops = _autotvm_conv(lowered, args, depthwise)
+            return Operator(template, "depthwise_conv2d" if depthwise else "conv2d", tuple(map(float, shape)), flops)
+        if ("dense" in lowered or "matmul" in lowered) and len(args) >= 2:
+            kind, shape, flops = _autotvm_matmul(lowered, args)
+            return Operator(template, kind, tuple(map(float, shape)), flops)
+    except (TypeError, ValueError, IndexError):
+        pass  # an unexpected layout: fall back to the plain shapes rather than a wrong FLOP count
+    shapes = [d for arg in args for d in (_tensor_shape(arg) or [])]
+    return Operator(template, _guess_kind(template), tuple(map(float, shapes)), math.nan)
