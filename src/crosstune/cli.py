@@ -136,11 +136,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except CrosstuneError as err:
+        _close_progress_bars()
         print(f"crosstune {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        _close_progress_bars()
         print(f"crosstune {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _close_progress_bars() -> None:
+    """End any progress bar still drawn (one inside a generator stays open until collected), so the
+    message starts on its own line instead of being printed onto the bar's."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
 
 
 if __name__ == "__main__":

@@ -228,7 +228,8 @@ def _eval_args(p: argparse.ArgumentParser) -> Handler:
         from .reporting import eval_json, eval_table, write_json
 
         check_file(args.json)
-        result, notes = evaluate_model_dir(args.model_dir, args.datasets, args.hardware, args.include_training_records)
+        result, notes = evaluate_model_dir(args.model_dir, args.datasets, args.hardware, args.include_training_records,
+                                           progress=not args.quiet)
         print(eval_table(result))
         for key, value in notes.items():
             print(f"note: {key.replace('_', ' ')}: {value}")
@@ -312,7 +313,7 @@ def _prune_args(p: argparse.ArgumentParser) -> Handler:
             raise CrosstuneError(f"--out {args.out}: already holds a dataset; pruning never overwrites a dataset")
         out = claim_folder(args.out, "dataset", inputs=(args.dataset,))
         ds = load_dataset([args.dataset])
-        pruning = prune(ds, args.strategy, args.keep, args.seed)
+        pruning = prune(ds, args.strategy, args.keep, args.seed, progress=not args.quiet)
         with out:
             write_pruned(Path(args.dataset), ds, pruning, Path(args.out), args.strategy, args.keep, args.seed)
         print(f"{args.out}: kept {pruning.kept} of {len(ds)} records ({pruning.kept / len(ds):.1%})")

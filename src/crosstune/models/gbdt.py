@@ -76,7 +76,8 @@ class XGBModel(CostModel):
                   "verbosity": 0}
         if self.config.threads:
             params["nthread"] = self.config.threads
-        self.booster = xgboost.train(params, matrix, num_boost_round=self.config.n_estimators)
+        with _RoundsBar(self.config.n_estimators, progress) as bar:
+            self.booster = xgboost.train(params, matrix, num_boost_round=self.config.n_estimators, callbacks=[bar.callback()])
         self.history = {"records": int(len(rows))}
         return self.history
 
@@ -114,3 +115,30 @@ class XGBModel(CostModel):
             raise CrosstuneError(f"{directory}: {MODEL_FILE} is missing or corrupt ({str(err).splitlines()[0][:200]})") from None
         model.booster = booster
         return model
+
+
+class _RoundsBar:
+    """A progress bar over XGBoost's boosting rounds (minutes on large training sets)."""
+
+    def __init__(self, rounds: int, enabled: bool):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=rounds, unit=" trees", desc="xgb", disable=not enabled, mininterval=0.5)
+
+    def callback(self):
+        import xgboost
+
+        bar = self.bar
+
+        class Advance(xgboost.callback.TrainingCallback):
+            def after_iteration(self, model, epoch, evals_log) -> bool:
+                bar.update(1)
+                return False  # never stops training
+
+        return Advance()
+
+    def __enter__(self) -> "_RoundsBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
