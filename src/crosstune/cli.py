@@ -128,7 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:
+        if done.code in (0, None):  # --help, --version
+            raise
+        return done.code  # a usage mistake, already reported in one line by Parser.error
     args.command_line = "crosstune " + shlex.join(argv)  # shown in reports as the command that reproduces them
     if not getattr(args, "handler", None):
         parser.print_help()

@@ -77,12 +77,13 @@ def _collect_args(p: argparse.ArgumentParser) -> Handler:
     def run(args: argparse.Namespace) -> int:
         from .errors import CrosstuneError
         from .outputs import claim_folder
-        from .tvm.collect import CollectSettings, collect
-        from .tvm.measure import RpcSettings
 
         if bool(args.rpc_tracker) != bool(args.device_key):
             raise CrosstuneError("--rpc-tracker and --device-key go together")
         out = claim_folder(args.out, "collection", overwrite=args.overwrite, resume=args.resume, resumable=True)
+        from .tvm.collect import CollectSettings, collect  # TVM loads slowly: after the cheap checks
+        from .tvm.measure import RpcSettings
+
         settings = CollectSettings(args.network, args.hardware_config, args.programs_per_task,
                                    args.tasks_per_network, args.evolutionary_fraction, args.seed)
         rpc = RpcSettings(args.rpc_tracker, args.device_key) if args.rpc_tracker else None
@@ -476,9 +477,10 @@ def _tune_args(p: argparse.ArgumentParser) -> Handler:
 
     def run(args: argparse.Namespace) -> int:
         from .outputs import claim_folder
-        from .tvm.tune import tune_network
 
         out = claim_folder(args.out, "tune", overwrite=args.overwrite, inputs=(args.model,))
+        from .tvm.tune import tune_network  # TVM loads slowly: after the cheap checks
+
         with out:
             r = tune_network(args.network, args.model, args.trials, args.hardware_config, args.out, args.fallback_xgb,
                              args.fine_tune_every, args.seed)
@@ -508,9 +510,10 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     def run(args: argparse.Namespace) -> int:
         from .data import bundled_dataset
         from .outputs import claim_folder
-        from .tvm.tune import tune_compare
 
         out = claim_folder(args.out, "tune-compare", overwrite=args.overwrite, inputs=tuple(args.dataset or ()))
+        from .tvm.tune import tune_compare  # TVM loads slowly: after the cheap checks
+
         with out:
             tune_compare(args.network, args.trials, args.hardware_config, args.out,
                          args.dataset or [str(bundled_dataset())], args.epochs, args.seed, args.fine_tune_every)

@@ -206,10 +206,9 @@ def claim_folder(path: str | os.PathLike, kind: str, *, option: str = "--out", o
         if Path(source).exists() and Path(source).resolve() == path.resolve():
             raise CrosstuneError(f"{option} {path}: is an input of this command; choose another folder")
     _check_creatable(path, option)
-    if kind != "dataset":
-        above = _dataset_above(path)
-        if above is not None:
-            raise CrosstuneError(f"{option} {path}: is inside the dataset {above}; choose a folder outside it")
+    above = _dataset_above(path)
+    if above is not None:
+        raise CrosstuneError(f"{option} {path}: is inside the dataset {above}; choose a folder outside it")
     found = folder_kind(path)
     if found is None:  # (--resume of nothing simply starts, so a script can always pass it)
         return OutputFolder(path, kind, "new", resumable)
