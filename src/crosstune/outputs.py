@@ -52,9 +52,10 @@ def _is_dataset(path: Path) -> bool:
 
 def _is_model(path: Path) -> bool:
     config = _json(path / "config.json") if (path / "config.json").is_file() else None
-    if config is not None and "kind" in config and "vocabulary" in config:
+    if config is not None and "kind" in config and ("vocabulary" in config or "model" in config):
         return True
-    return (path / "checkpoint").is_dir() or (path / "train_records.json").is_file()  # unfinished training
+    # weights without a config, or an unfinished training (its checkpoint)
+    return any((path / name).exists() for name in ("weights.safetensors", "checkpoint", "train_records.json"))
 
 
 def _has(*names: str) -> Callable[[Path], bool]:
