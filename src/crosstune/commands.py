@@ -42,6 +42,12 @@ def _split_kinds() -> tuple[str, ...]:
     return tuple(SPLIT_KINDS)
 
 
+def _operator_kinds() -> tuple[str, ...]:
+    from .records.operators import OP_KINDS
+
+    return tuple(OP_KINDS)
+
+
 def _strategies() -> tuple[str, ...]:
     from .prune import STRATEGIES
 
@@ -106,7 +112,7 @@ def _add_split_args(p: argparse.ArgumentParser, default: str = "by-hardware") ->
                    help="by-hardware: hardware names to hold out, comma-separated")
     p.add_argument("--test-fraction", type=FRACTION, default=0.2,
                    help="within-task/by-task/by-operator/by-network: share held out, in (0, 1)")
-    p.add_argument("--test-operators", type=split_list, default=[], metavar="KIND[,KIND]",
+    p.add_argument("--test-operators", type=choice_list(Names(_operator_kinds)), default=[], metavar="KIND[,KIND]",
                    help="by-operator: operator kinds to hold out, comma-separated")
     p.add_argument("--network-map", metavar="FILE.json", help="by-network: task id or workload key -> network(s)")
     p.add_argument("--test-networks", type=split_list, default=[], metavar="NAME[,NAME]",
@@ -243,8 +249,8 @@ def _eval_args(p: argparse.ArgumentParser) -> Handler:
 @command("compare", "train and evaluate several models on one split, one table")
 def _compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("datasets", nargs="+", metavar="DATASET", help="dataset folders (made by crosstune import)")
-    p.add_argument("--models", type=choice_list(MODELS), default=list(model_names()), metavar="MODEL[,MODEL]",
-                   help="models to compare, comma-separated")
+    p.add_argument("--models", type=choice_list(MODELS), default=None, metavar="MODEL[,MODEL]",
+                   help="models to compare, comma-separated; default: all")
     _add_split_args(p)
     _add_train_args(p)
     p.add_argument("--seeds", type=POSITIVE_INT, default=1, help="repeat with seeds seed..seed+N-1 and report mean and spread")
@@ -259,6 +265,7 @@ def _compare_args(p: argparse.ArgumentParser) -> Handler:
         from .compare import run_comparison
         from .outputs import check_file, claim_folder
 
+        args.models = args.models or list(model_names())
         _check_arch(args, args.models)
         for kind in args.models:
             _train_config(args, kind).check()

@@ -116,7 +116,7 @@ class HelpFormatter(argparse.HelpFormatter):
         text = action.help or ""
         names = getattr(action.type, "names", None)
         if names is not None:
-            text = f"{text}, from {','.join(names)}"
+            text = f"{text} (from: {','.join(names)})"
         if action.default is argparse.SUPPRESS or not action.option_strings or "default" in text:
             return text
         if action.required:

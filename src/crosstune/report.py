@@ -47,6 +47,10 @@ def column_label(name: str, columns: list[str]) -> str:
         return f"top-{name[3:-4]} (Σ)"
     if name == "pca_unweighted":
         return "PCA task mean"
+    if name.startswith("random_top") and name[10:].isdigit():
+        return f"random top-{name[10:]}" + (" mean" if old_layout else " (Σ)")
+    if name.endswith("_std") and name[:-4] in LABELS:
+        return f"{LABELS[name[:-4]]} std"
     return LABELS.get(name, name.replace("_", " "))
 
 
@@ -192,9 +196,22 @@ def _load_json(path: Path) -> dict:
 def _load_csv(path: Path) -> list[dict]:
     try:
         with open(path, newline="") as stream:
-            return list(csv.DictReader(stream))
+            rows = list(csv.DictReader(stream))
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise CrosstuneError(f"{path}: unreadable CSV ({err})") from None
+    return [{key: _number(value) for key, value in row.items()} for row in rows]
+
+
+def _number(text):
+    """CSV cells as numbers where they are numbers, so they are formatted like the JSON ones."""
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        pass
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return text
 
 
 def _missing(path: Path, key: str):
