@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from crosstune.cli import main
-from crosstune.demo import run_demo
 from crosstune.report import write_report
 
 BROWSER = next((shutil.which(name) for name in ("chromium", "chromium-browser") if shutil.which(name)), None)
@@ -50,9 +49,9 @@ def open_in_browser(page: Path) -> tuple[dict, list[str]]:
 
 @pytest.fixture(scope="module")
 def demo_page(tmp_path_factory, tiny_dataset) -> Path:
-    out = tmp_path_factory.mktemp("pages") / "demo"
-    run_demo(out, held_out="v100", epochs=1, dataset=str(tiny_dataset), progress=False, print_fn=lambda *_: None,
-             command="crosstune demo --held-out v100 --epochs 1")
+    out = tmp_path_factory.mktemp("pages") / "demo"  # an absolute path, which the page must not show
+    assert main(["demo", "--dataset", str(tiny_dataset), "--held-out", "v100", "--epochs", "1", "--quiet",
+                 "--out", str(out)]) == 0
     return out / "index.html"
 
 
@@ -71,7 +70,8 @@ def test_demo_page_reads_like_a_report(demo_page):
     assert page.count("<table>") == 2  # the results once, and the per-operator detail
     assert "random" in text and "top-1 (Σ)" in text and "PCA task mean" in text
     assert "trained on" in text and "v100" in text and "k80" in text  # what on what, what held out
-    assert "crosstune demo --held-out v100 --epochs 1" in text
+    assert f"crosstune demo --dataset {Path(json.loads((demo_page.parent / 'demo.json').read_text())['dataset']).name} " \
+           "--held-out v100 --epochs 1 --quiet --out demo" in text
     assert "What the numbers mean" in text and "peak@k" in text and "random floor" in text
     assert not re.search(r"\d\.\d{5,}", text), "long floats on the page"
     assert str(Path.cwd()) not in page and "/tmp/" not in page, "absolute paths on the page"

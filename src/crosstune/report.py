@@ -168,6 +168,12 @@ def glossary() -> str:
 def reproduce(command: str | None, extra: str = "") -> str:
     if not command:
         return ""
+    import shlex
+
+    try:  # absolute paths become their last part: the reader has no such folder, and it is nobody's business
+        command = shlex.join(shown_path(word) if word.startswith("/") else word for word in shlex.split(command))
+    except ValueError:
+        pass
     return f"<h2>Reproduce</h2><pre>{esc(command)}</pre>{extra}"
 
 
