@@ -366,3 +366,29 @@ def test_the_command_line_is_unchanged_by_a_refusal_of_a_read_only_place(blocker
     mode = os.stat(blocker).st_mode
     refused(["split-study", "/no/such/ds", "--out", blocker / "x" / "y"], capsys, "is a file")
     assert os.stat(blocker).st_mode == mode
+
+
+def test_interrupted_import_says_so_on_its_own_line_and_leaves_no_folder(tmp_path, roller):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = tmp_path / "logs"
+    source.mkdir()
+    (source / "records.json").write_bytes(b"".join(real_lines(roller, 20)) * 2500)  # 50,000 lines: seconds to read
+    out = tmp_path / "ds"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "crosstune", "import", str(source), "--hardware", "k80",
+                             "--out", str(out)], stderr=subprocess.PIPE, env=env)
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b"lines" not in seen and time.monotonic() < deadline:  # the bar is drawn: the import is under way
+        seen += proc.stderr.read1(4096)
+    proc.send_signal(signal.SIGTERM)  # handled like Ctrl-C
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == 130
+    err = (seen + rest).decode()
+    assert err.endswith("\ncrosstune import: interrupted\n"), err[-300:]
+    assert "Traceback" not in err
+    assert not out.exists()
