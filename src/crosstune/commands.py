@@ -460,7 +460,8 @@ def _bench_args(p: argparse.ArgumentParser) -> Handler:
                                  args.out, args.split, args.test_hardware, args.test_fraction, args.model,
                                  args.max_epochs, args.device, processes[0])
         settings.check()
-        out = claim_folder(args.out, "bench", overwrite=args.overwrite, inputs=tuple(args.dataset))
+        out = claim_folder(args.out, "bench", overwrite=args.overwrite, keep_partial=True,  # logs of a stopped run
+                           inputs=tuple(args.dataset))
         with out:
             data = run_suite(settings, processes, args.concurrent_models, not args.no_roofline)
         if data["aborted_runs"] or data["incomplete_runs"]:

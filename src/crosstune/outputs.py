@@ -193,13 +193,14 @@ def _remove_new(path: Path, existed: bool) -> None:
 
 
 def claim_folder(path: str | os.PathLike, kind: str, *, option: str = "--out", overwrite: bool = False,
-                 resume: bool = False, adds: bool = False, resumable: bool = False,
+                 resume: bool = False, adds: bool = False, resumable: bool = False, keep_partial: bool = False,
                  inputs: tuple = ()) -> OutputFolder:
     """Check that the command may write its ``kind`` of output at ``path``; raise CrosstuneError if not.
 
     ``adds``: the command adds to an existing output of its kind (import). ``resume``/``overwrite``:
     the user's flags. ``inputs``: folders the command reads, which it must not write into.
-    ``resumable``: a new output that is interrupted stays, so that ``--resume`` can continue it."""
+    ``resumable``: a new output that is interrupted stays, so that ``--resume`` can continue it;
+    ``keep_partial``: it stays for the user to read (a benchmark's logs)."""
     path = Path(path)
     if overwrite and resume:
         raise CrosstuneError("--overwrite and --resume exclude each other")
@@ -212,7 +213,7 @@ def claim_folder(path: str | os.PathLike, kind: str, *, option: str = "--out", o
         raise CrosstuneError(f"{option} {path}: is inside the dataset {above}; choose a folder outside it")
     found = folder_kind(path)
     if found is None:  # (--resume of nothing simply starts, so a script can always pass it)
-        return OutputFolder(path, kind, "new", resumable)
+        return OutputFolder(path, kind, "new", resumable or keep_partial)
     if found != kind:
         raise CrosstuneError(f"{option} {path}: already holds {_describe(found)}; this command writes "
                              f"{_describe(kind)}: choose another folder")
