@@ -18,6 +18,7 @@ from pathlib import Path
 from . import __version__
 from .errors import CrosstuneError
 from .options import HelpFormatter, Parser
+from .tables import plural
 
 Handler = Callable[[argparse.Namespace], int]
 Definer = Callable[[argparse.ArgumentParser], Handler]
@@ -72,11 +73,6 @@ def _import_args(p: argparse.ArgumentParser) -> Handler:
             print(line)
         return 0
     return run
-
-
-def plural(count: int, noun: str) -> str:
-    """``plural(1, "line")`` -> "1 line", ``plural(2, "line")`` -> "2 lines"."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 @command("info", "summarise one or more datasets (and check that their files are whole)")

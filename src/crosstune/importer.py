@@ -13,6 +13,7 @@ from .dataset import ImportResult, import_records
 from .hardware.registry import resolve
 from .records.canonical import ImportReport, Record
 from .records.detect import list_record_files, read_records
+from .tables import plural
 
 
 def count_lines(files: Sequence[Path]) -> int:
@@ -66,11 +67,11 @@ def describe_report(report: ImportReport) -> list[str]:
     """Human-readable lines: what was skipped and why, with one example location per reason."""
     lines = []
     for reason, count in report.skipped.most_common():
-        lines.append(f"  skipped {count} line(s): {reason} (e.g. {report.examples.get(reason, '?')})")
+        lines.append(f"  skipped {plural(count, 'line')}: {reason} (e.g. {report.examples.get(reason, '?')})")
     for path, reason in sorted(report.skipped_files.items()):
         lines.append(f"  skipped file {path}: {reason}")
     for kind, count in report.unknown_kinds.most_common():
-        lines.append(f"  unknown step kind {kind!r}: {count} step(s), kept as token 'unknown'")
+        lines.append(f"  unknown step kind {kind!r}: {plural(count, 'step')}, kept as token 'unknown'")
     for cat, count in report.unknown_categories.most_common():
-        lines.append(f"  unknown string argument {cat!r}: {count} step(s), kept as category 'other'")
+        lines.append(f"  unknown string argument {cat!r}: {plural(count, 'step')}, kept as category 'other'")
     return lines
