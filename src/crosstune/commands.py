@@ -287,13 +287,16 @@ def _compare_args(p: argparse.ArgumentParser) -> Handler:
 
 def _write_compare_folder(out, data: dict, args: argparse.Namespace) -> None:
     """What `crosstune report DIR` reads: the results, how they were made, and a plot."""
+    import numpy as np
+
     from .demo import plot_models
+    from .report import compare_runs
     from .reporting import write_json
 
     data = {**data, "datasets": list(args.datasets), "models": list(args.models), "command": args.command_line}
     write_json(out / "compare.json", data)
-    rows = [{"model": kind, **{metric: entry[metric]["mean"] for metric in ("pca", "top1", "top5")}}
-            for kind, entry in data["summary"].items()]
+    rows = [{"model": entry["model"], **{m: float(np.mean(entry["values"][m])) for m in ("pca", "top1", "top5")}}
+            for entry in compare_runs(data)]
     plot_models(rows, out / "compare.png", data["split"]["description"])
 
 

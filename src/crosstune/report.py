@@ -274,35 +274,53 @@ def _winner(rows: list[dict], metric: str):
     return best["model"], metric, best[metric], floor
 
 
+def compare_runs(data: dict) -> list[dict]:
+    """Per model (and the random floor): each headline metric's values over the seeds, read through
+    :func:`headline` so that every column is the form its name says."""
+    runs = data.get("runs") or []
+    if not runs:
+        return []
+    kinds = list(runs[0]["results"])
+    rows = []
+    for kind in kinds + ["random"]:
+        views = [headline(run["results"][kinds[0]]["overall"]["random"] if kind == "random"
+                          else run["results"][kind]["overall"]) for run in runs]
+        row = {"model": kind, "values": {m: [v[m] for v in views if v.get(m) is not None] for m in HEADLINE}}
+        if kind != "random":
+            row["train_seconds"] = sum(run["timings"][kind]["train_seconds"] for run in runs) / len(runs)
+        rows.append(row)
+    return rows
+
+
 def compare_section(directory: Path) -> tuple[str, str]:
+    import numpy as np
+
     path = directory / "compare.json"
     data = _load_json(path)
     try:
-        summary, split = data["summary"], data["split"]
-    except KeyError as err:
-        raise _missing(path, err.args[0]) from None
+        split = data["split"]
+        per_model = compare_runs(data)
+    except (KeyError, TypeError, IndexError) as err:
+        raise _missing(path, err.args[0] if err.args else "runs") from None
+    if not per_model:
+        raise _missing(path, "runs")
     seeds = data.get("seeds", [])
+    several = len(data["runs"]) > 1
+    metrics = [m for m in HEADLINE if all(r["values"].get(m) for r in per_model)]
     rows = []
-    for kind, entry in summary.items():
-        row = {"model": kind}
-        for metric, value in entry.items():
-            if isinstance(value, dict) and "mean" in value:
-                row[metric] = value["mean"]
-                row[f"{metric} ±"] = value.get("std")
-        row["train_seconds"] = entry.get("train_seconds")
+    for entry in per_model:
+        row = {"model": entry["model"], "train_seconds": entry.get("train_seconds")}
+        for m in metrics:
+            values = np.array(entry["values"][m], dtype=float)
+            row[m] = f"{values.mean():.3f} ± {values.std():.3f}" if several else float(values.mean())
         rows.append(row)
-    metrics = [m for m in ("pca", "top1", "top5", "top10", "peak@5") if any(m in r for r in rows)]
     columns = ["model"] + metrics + ["train_seconds"]
     labels = {c: column_label(c, columns) for c in columns}
-    for r in rows:  # mean ± spread in one cell when there are several seeds
-        for m in metrics:
-            if len(seeds) > 1 and r.get(f"{m} ±") is not None:
-                r[m] = f"{r[m]:.3f} ± {r[f'{m} ±']:.3f}"
     parts = [f"<p class=\"lead\">{len(rows) - 1} models trained on the same split and evaluated on the same held-out "
              f"records: <b>{esc(split.get('kind', ''))}</b>, {esc(split.get('description', ''))}. "
-             + (f"Mean over seeds {', '.join(map(str, seeds))} (± standard deviation)." if len(seeds) > 1 else
+             + (f"Mean over seeds {', '.join(map(str, seeds))} (± standard deviation)." if several else
                 f"Seed {seeds[0]}." if seeds else "") + "</p>",
-             table(rows, columns, labels, best=set(metrics) if len(seeds) <= 1 else set(), floor_row="random"),
+             table(rows, columns, labels, best=set() if several else set(metrics), floor_row="random"),
              f'<p class="legend">{esc(LEGEND)}</p>',
              figure(directory, "compare.png", "Mean scores on the held-out records (1 = perfect)"),
              reproduce(data.get("command"))]

@@ -27,8 +27,12 @@ PCA_TOLERANCE = 0.005  # "within 0.005 PCA of full data"
 def _train_and_score(kind: str, train: Dataset, test: Dataset, cfg: TrainConfig) -> dict:
     model, seconds = fit_model(kind, train, cfg)
     result = evaluate(test, model.predict(test))["overall"]
-    return {"pca": result["pca"], "top1": result["top1"], "top5": result["top5"], "train_seconds": seconds,
-            "random_top5": result["random"]["top5"]}
+    # top-k in TLP's Σ form, the headline: ``topk_sum`` in the metrics layout before the rename, ``topk`` after
+    def sigma(metrics: dict, k: int) -> float:
+        return metrics.get(f"top{k}_sum", metrics[f"top{k}"])
+
+    return {"pca": result["pca"], "top1": sigma(result, 1), "top5": sigma(result, 5), "train_seconds": seconds,
+            "random_top5": sigma(result["random"], 5)}
 
 
 def _mean_over_seeds(scores: list[dict]) -> dict:
@@ -152,7 +156,7 @@ def _pyplot():
 def plot_prune_study(rows: list[dict], full: dict, path: Path, model_kind: str, test_hardware) -> None:
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, metric, label in ((axes[0], "pca", "PCA on unseen hardware"), (axes[1], "top5", "top-5 score on unseen hardware")):
+    for ax, metric, label in ((axes[0], "pca", "PCA on unseen hardware"), (axes[1], "top5", "top-5 (Σ) on unseen hardware")):
         for strategy in sorted({r["strategy"] for r in rows if r["strategy"] != "full"}):
             points = sorted((r["kept_fraction"], r[metric]) for r in rows if r["strategy"] == strategy)
             points.append((1.0, full[metric]))
@@ -199,9 +203,9 @@ def split_study(datasets: Sequence[str], model_kind: str, out: Path, test_hardwa
     for kind, split in splits.items():
         score = _train_and_score(model_kind, ds.select(split.train), ds.select(split.test), replace(cfg))
         rows.append({"split": kind, "description": split.description, **score, **leakage(ds, split.train, split.test)})
-        print_fn(f"{kind:12s} PCA {score['pca']:.4f} top-1 {score['top1']:.4f} top-5 {score['top5']:.4f}")
+        print_fn(f"{kind:12s} PCA {score['pca']:.4f} top-1 (Σ) {score['top1']:.4f} top-5 (Σ) {score['top5']:.4f}")
     skipped = [] if network_map else ["by-network (no --network-map given)"]
-    table = format_table(("split", "PCA", "top-1", "top-5", "shared tasks", "identical programs", "shared operators"),
+    table = format_table(("split", "PCA", "top-1 (Σ)", "top-5 (Σ)", "shared tasks", "identical programs", "shared operators"),
                          [[r["split"], r["pca"], r["top1"], r["top5"], r["workload_keys_on_both_sides"],
                            r["identical_programs_on_both_sides"], r["operators_on_both_sides"]] for r in rows], digits=4)
     print_fn(table)
@@ -221,7 +225,7 @@ def plot_split_study(rows: list[dict], path: Path, model_kind: str) -> None:
     width = 0.8 / len(metrics)
     x = np.arange(len(rows))
     for i, metric in enumerate(metrics):
-        ax.bar(x + i * width, [r[metric] for r in rows], width, label=metric.upper() if metric == "pca" else f"top-{metric[3:]}")
+        ax.bar(x + i * width, [r[metric] for r in rows], width, label=metric.upper() if metric == "pca" else f"top-{metric[3:]} (Σ)")
     ax.set_xticks(x + width, [r["split"] for r in rows])
     ax.set_ylabel("score on the test side (1 = perfect)")
     ax.set_xlabel("split strategy")
