@@ -116,13 +116,21 @@ class HelpFormatter(argparse.HelpFormatter):
         text = action.help or ""
         names = getattr(action.type, "names", None)
         if names is not None:
-            text = f"{text} (from: {','.join(names)})"
+            text = f"{text} (from: {', '.join(names)})"
         if action.default is argparse.SUPPRESS or not action.option_strings or "default" in text:
             return text
         if action.required:
             return f"{text} (required)"
         shown = describe_default(action.default).replace("%", "%%")  # help strings are %-formatted
         return f"{text} (default: {shown})"
+
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # never break "by-hardware" or "conv2d_transpose" across lines: users copy these names
+        import textwrap
+
+        text = " ".join(text.split())
+        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
 
 
 class Parser(argparse.ArgumentParser):
