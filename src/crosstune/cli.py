@@ -134,21 +134,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
+    stderr = sys.stderr
+    sys.stderr = tracked = _LineEnds(stderr)  # progress bars draw here: see _say
     try:
         return args.handler(args)
     except CrosstuneError as err:
-        _close_progress_bars()
-        print(f"crosstune {args.command}: error: {err}", file=sys.stderr)
+        _say(tracked, f"crosstune {args.command}: error: {err}")
         return 2
     except KeyboardInterrupt:
-        _close_progress_bars()
-        print(f"crosstune {args.command}: interrupted", file=sys.stderr)
+        _say(tracked, f"crosstune {args.command}: interrupted")
         return 130
+    finally:
+        sys.stderr = stderr
+
+
+class _LineEnds:
+    """stderr, remembering whether what was last written ended its line (a progress bar's never does)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.at_line_start = True
+
+    def write(self, text: str) -> int:
+        if text:
+            self.at_line_start = text.endswith("\n")
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _say(stderr: _LineEnds, message: str) -> None:
+    """A final message on a line of its own, never appended to a progress bar's."""
+    _close_progress_bars()
+    if not stderr.at_line_start:
+        stderr.write("\n")
+    print(message, file=stderr)
 
 
 def _close_progress_bars() -> None:
-    """End any progress bar still drawn (one inside a generator stays open until collected), so the
-    message starts on its own line instead of being printed onto the bar's."""
+    """End any progress bar still drawn (one inside a generator stays open until collected)."""
     try:
         from tqdm import tqdm
     except ImportError:
