@@ -158,7 +158,7 @@ class OutputFolder:
     path: Path
     kind: str
     mode: str  # "new", "add", "resume" or "overwrite"
-    resumable: bool = False  # a new folder cut short keeps what it has (for a later --resume)
+    keep_partial: bool = False  # a new folder cut short keeps what it has (for --resume, or to be read)
     _aside: Path | None = None
     _existed: bool = False
 
@@ -177,7 +177,7 @@ class OutputFolder:
         if self._aside is not None:  # failed or interrupted: the old output comes back as it was
             shutil.rmtree(self.path, ignore_errors=True)
             os.replace(self._aside, self.path)
-        elif self.mode == "new" and not self.resumable:
+        elif self.mode == "new" and not self.keep_partial:
             _remove_new(self.path, self._existed)
 
 
