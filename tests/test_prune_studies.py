@@ -59,7 +59,7 @@ def test_write_pruned_makes_a_new_dataset_and_says_why(tmp_path, small_dataset, 
 @pytest.mark.parametrize("argv, message", [
     (["--strategy", "random", "--keep", "1.5"], "in \\(0, 1\\]"),
     (["--strategy", "random", "--keep", "0"], "in \\(0, 1\\]"),
-    (["--strategy", "magic", "--keep", "0.5"], "unknown pruning strategy"),
+    (["--strategy", "magic", "--keep", "0.5"], "--strategy: invalid choice"),
     (["--strategy", "random", "--keep", "0.0001"], "too small"),
 ])
 def test_bad_prune_requests(small_dataset, tmp_path, capsys, argv, message):

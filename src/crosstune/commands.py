@@ -1,44 +1,100 @@
-"""Sub-commands beyond import/info, registered with :func:`crosstune.cli.command`."""
+"""Sub-commands beyond import/info, registered with :func:`crosstune.cli.command`.
+
+Each handler first checks its arguments and every place it will write (:mod:`crosstune.outputs`),
+then does the work, so that a mistake costs seconds, not a training run."""
 
 from __future__ import annotations
 
 import argparse
 
 from .cli_registry import Handler, command
+from .options import (COUNT, FRACTION, POSITIVE_INT, SEED, ExtendList, choice_list, integer, number,
+                      split_list)
 
 
-def _csv(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
+class Names:
+    """A closed set of names (argparse ``choices``) read only when argparse needs it, so that building
+    the parser does not import PyTorch for the model names."""
 
+    def __init__(self, load):
+        self._load = load
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __contains__(self, item) -> bool:
+        return item in self._load()
+
+
+def model_names() -> tuple[str, ...]:
+    """The one place the command line learns which models exist."""
+    from .models import MODEL_KINDS
+
+    return tuple(MODEL_KINDS)
+
+
+MODELS = Names(model_names)
+
+
+def _split_kinds() -> tuple[str, ...]:
+    from .splits import SPLIT_KINDS
+
+    return tuple(SPLIT_KINDS)
+
+
+def _operator_kinds() -> tuple[str, ...]:
+    from .records.operators import OP_KINDS
+
+    return tuple(OP_KINDS)
+
+
+def _strategies() -> tuple[str, ...]:
+    from .prune import STRATEGIES
+
+    return tuple(STRATEGIES)
+
+
+def _add_overwrite(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--overwrite", action="store_true",
+                   help=f"replace an existing {what} in the output folder (the old one is kept until this run succeeds)")
+
+
+# ---------------------------------------------------------------------------------------------------
 
 @command("collect", "measure real programs of real networks on this machine with TVM MetaSchedule")
 def _collect_args(p: argparse.ArgumentParser) -> Handler:
-    p.add_argument("--network", nargs="+", required=True, help="networks: resnet18, mobilenet_v2, bert_layer")
-    p.add_argument("--hardware-config", nargs="+", required=True,
-                   help="local configurations, e.g. local-sse-2c local-avx2-1c local-avx2-2c local-avx512-2c")
-    p.add_argument("--programs-per-task", type=int, required=True)
-    p.add_argument("--tasks-per-network", type=int, default=0, help="measure only the N heaviest-looking tasks (0: all)")
-    p.add_argument("--evolutionary-fraction", type=float, default=0.2,
-                   help="share of programs proposed by evolutionary search (the rest: random sampling)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, metavar="DB_DIR")
+    p.add_argument("--network", nargs="+", type=split_list, action=ExtendList, required=True, metavar="NAME[,NAME]",
+                   help="networks to take tasks from: resnet18, mobilenet_v2, bert_layer")
+    p.add_argument("--hardware-config", nargs="+", type=split_list, action=ExtendList, required=True,
+                   metavar="CONFIG[,CONFIG]",
+                   help="local configurations, e.g. local-sse-2c,local-avx2-1c,local-avx2-2c,local-avx512-2c")
+    p.add_argument("--programs-per-task", type=integer(2), required=True, help="programs measured per task (at least 2)")
+    p.add_argument("--tasks-per-network", type=COUNT, default=0, help="measure only the N heaviest-looking tasks (0: all)")
+    p.add_argument("--evolutionary-fraction", type=number(0.0, 1.0, closed_high=False), default=0.2,
+                   help="share of programs proposed by evolutionary search (the rest: random sampling), in [0, 1)")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed of the program sampling")
+    p.add_argument("--out", required=True, metavar="DB_DIR", help="collection folder (MetaSchedule databases + dataset)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted collection in DB_DIR (same options)")
+    _add_overwrite(p, "collection")
     p.add_argument("--rpc-tracker", metavar="HOST:PORT", help="measure through TVM's RPC tracker")
     p.add_argument("--device-key", help="device key registered with the tracker")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     def run(args: argparse.Namespace) -> int:
         from .errors import CrosstuneError
-        from .tvm.collect import CollectSettings, collect
-        from .tvm.measure import RpcSettings
+        from .outputs import claim_folder
 
         if bool(args.rpc_tracker) != bool(args.device_key):
             raise CrosstuneError("--rpc-tracker and --device-key go together")
-        if not 0.0 <= args.evolutionary_fraction < 1.0:
-            raise CrosstuneError("--evolutionary-fraction must be in [0, 1)")
+        out = claim_folder(args.out, "collection", overwrite=args.overwrite, resume=args.resume, resumable=True)
+        from .tvm.collect import CollectSettings, collect  # TVM loads slowly: after the cheap checks
+        from .tvm.measure import RpcSettings
+
         settings = CollectSettings(args.network, args.hardware_config, args.programs_per_task,
                                    args.tasks_per_network, args.evolutionary_fraction, args.seed)
         rpc = RpcSettings(args.rpc_tracker, args.device_key) if args.rpc_tracker else None
-        summary = collect(settings, args.out, rpc=rpc, quiet=args.quiet)
+        with out:
+            summary = collect(settings, args.out, rpc=rpc, quiet=args.quiet)
         print(f"measured {summary.measured} programs in {summary.measure_seconds:.0f} s of measuring "
               f"({summary.programs_per_minute:.0f}/min; {summary.seconds:.0f} s in all); "
               f"{summary.skipped_already_measured} were already measured")
@@ -50,16 +106,19 @@ def _collect_args(p: argparse.ArgumentParser) -> Handler:
 
 
 def _add_split_args(p: argparse.ArgumentParser, default: str = "by-hardware") -> None:
-    from .splits import SPLIT_KINDS
-
-    p.add_argument("--split", default=default, choices=SPLIT_KINDS, help=f"how to hold out test data (default {default})")
-    p.add_argument("--test-hardware", type=_csv, default=[], help="by-hardware: comma-separated hardware names to hold out")
-    p.add_argument("--test-fraction", type=float, default=0.2, help="within-task/by-task/by-operator/by-network share held out")
-    p.add_argument("--test-operators", type=_csv, default=[], help="by-operator: operator kinds to hold out")
+    p.add_argument("--split", default=default, choices=Names(_split_kinds), metavar="KIND",
+                   help="how to hold out test data: %(choices)s")
+    p.add_argument("--test-hardware", type=split_list, default=[], metavar="NAME[,NAME]",
+                   help="by-hardware: hardware names to hold out, comma-separated")
+    p.add_argument("--test-fraction", type=FRACTION, default=0.2,
+                   help="within-task/by-task/by-operator/by-network: share held out, in (0, 1)")
+    p.add_argument("--test-operators", type=choice_list(Names(_operator_kinds)), default=[], metavar="KIND[,KIND]",
+                   help="by-operator: operator kinds to hold out, comma-separated")
     p.add_argument("--network-map", metavar="FILE.json", help="by-network: task id or workload key -> network(s)")
-    p.add_argument("--test-networks", type=_csv, default=[], help="by-network: networks to hold out")
-    p.add_argument("--target-fraction", type=float, default=0.0,
-                   help="few-shot: give this share of each test task (e.g. 0.05) to fine-tuning")
+    p.add_argument("--test-networks", type=split_list, default=[], metavar="NAME[,NAME]",
+                   help="by-network: networks to hold out, comma-separated")
+    p.add_argument("--target-fraction", type=number(0.0, 1.0, closed_high=False), default=0.0,
+                   help="few-shot: give this share of each test task (e.g. 0.05) to fine-tuning, in [0, 1)")
 
 
 def _split_options(args: argparse.Namespace):
@@ -72,16 +131,17 @@ def _split_options(args: argparse.Namespace):
 def _add_train_args(p: argparse.ArgumentParser) -> None:
     # Defaults are None so that an option the user gave can be told from one left out: a model that
     # cannot honour it (xgb has no epochs or loss) refuses it instead of ignoring it.
-    p.add_argument("--epochs", type=int, default=None, help="training epochs (default 12)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--epochs", type=POSITIVE_INT, default=None, help="training epochs of the neural models (default: 12)")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed (split, initialisation, batches)")
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cpu)")
     p.add_argument("--loss", default=None, choices=("lambdarank", "pairwise", "mse"),
                    help="lambdarank (NDCG-weighted pairs; the default), pairwise (RankNet, every pair equal) or mse")
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's own)")
+    p.add_argument("--lr", type=number(0.0, 10.0, closed_low=False), default=None,
+                   help="learning rate, in (0, 10] (default: the model's own; 7e-4 for tlp)")
     p.add_argument("--arch", type=parse_settings, default={}, metavar="NAME=VALUE,...",
                    help="override the model's architecture, e.g. d_model=32,layers=1,heads=2 for crossfeat "
                         "(in compare, each setting goes to the models that have it)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def parse_settings(text: str) -> dict[str, str]:
@@ -143,28 +203,32 @@ def _check_model_options(args: argparse.Namespace, kinds: list[str]) -> None:
 
 @command("train", "train a cost model on a split of one or more datasets")
 def _train_args(p: argparse.ArgumentParser) -> Handler:
-    from .models import MODEL_KINDS, models_help
-
-    p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--model", default="crossfeat", choices=MODEL_KINDS, help=models_help())
+    p.add_argument("datasets", nargs="+", metavar="DATASET", help="dataset folders (made by crosstune import)")
+    p.add_argument("--model", default="crossfeat", choices=MODELS, metavar="MODEL", help="model to train: %(choices)s")
     _add_split_args(p)
     _add_train_args(p)
-    p.add_argument("--out", required=True, metavar="MODEL_DIR")
+    p.add_argument("--out", required=True, metavar="MODEL_DIR", help="folder for the trained model")
     p.add_argument("--resume", action="store_true", help="continue an interrupted training from its checkpoint")
+    _add_overwrite(p, "model")
 
     def run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from .dataset import load_dataset
         from .experiment import train_on_split
+        from .outputs import claim_folder
 
         _check_model_options(args, [args.model])
         cfg = _train_config(args, args.model)
+        out = claim_folder(args.out, "model", overwrite=args.overwrite, resume=args.resume, resumable=True,
+                           inputs=tuple(args.datasets))
         ds = load_dataset(args.datasets)
         split, few_shot = _split_options(args).make(ds, args.seed)
         print(f"{args.split}: {split.description}; train {len(split.train)} records (+{len(few_shot)} few-shot), "
               f"test {len(split.test)} records")
-        outcome = train_on_split(ds, args.model, split, few_shot, cfg, Path(args.out), args.resume, not args.quiet)
+        with out:
+            outcome = train_on_split(ds, args.model, split, few_shot, cfg, Path(args.out), args.resume,
+                                     not args.quiet)
         print(f"trained {args.model} in {outcome.seconds:.1f} s ({outcome.samples_per_second:.0f} samples/s); "
               f"saved to {args.out}")
         cropped = outcome.model.cropped(ds.select(split.train))
@@ -179,17 +243,23 @@ def _train_args(p: argparse.ArgumentParser) -> Handler:
 
 @command("eval", "evaluate a trained model (records it was trained on are left out)")
 def _eval_args(p: argparse.ArgumentParser) -> Handler:
-    p.add_argument("model_dir", metavar="MODEL_DIR")
-    p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--hardware", type=_csv, default=None, help="only these hardware names (comma-separated)")
-    p.add_argument("--include-training-records", action="store_true")
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="a folder written by crosstune train")
+    p.add_argument("datasets", nargs="+", metavar="DATASET", help="dataset folders to evaluate on")
+    p.add_argument("--hardware", type=split_list, default=None, metavar="NAME[,NAME]",
+                   help="only these hardware names, comma-separated (default: all)")
+    p.add_argument("--include-training-records", action="store_true",
+                   help="also score the records the model was trained on")
     p.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     def run(args: argparse.Namespace) -> int:
         from .experiment import evaluate_model_dir
+        from .outputs import check_file
         from .reporting import eval_json, eval_table, write_json
 
-        result, notes = evaluate_model_dir(args.model_dir, args.datasets, args.hardware, args.include_training_records)
+        check_file(args.json)
+        result, notes = evaluate_model_dir(args.model_dir, args.datasets, args.hardware, args.include_training_records,
+                                           progress=not args.quiet)
         print(eval_table(result))
         for key, value in notes.items():
             print(f"note: {key.replace('_', ' ')}: {value}")
@@ -201,83 +271,125 @@ def _eval_args(p: argparse.ArgumentParser) -> Handler:
 
 @command("compare", "train and evaluate several models on one split, one table")
 def _compare_args(p: argparse.ArgumentParser) -> Handler:
-    from .models import MODEL_KINDS, models_help
-
-    p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--models", type=_csv, default=list(MODEL_KINDS), metavar="KIND,...",
-                   help=f"comma-separated, default all: {models_help()}")
+    p.add_argument("datasets", nargs="+", metavar="DATASET", help="dataset folders (made by crosstune import)")
+    p.add_argument("--models", type=choice_list(MODELS), default=None, metavar="MODEL[,MODEL]",
+                   help="models to compare, comma-separated; default: all")
     _add_split_args(p)
     _add_train_args(p)
-    p.add_argument("--seeds", type=int, default=1, help="repeat with seeds seed..seed+N-1 and report mean and spread")
-    p.add_argument("--json", metavar="FILE")
-    p.add_argument("--out", metavar="DIR", help="also keep the trained models here")
+    p.add_argument("--seeds", type=POSITIVE_INT, default=1, help="repeat with seeds seed..seed+N-1 and report mean and spread")
+    p.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
+    p.add_argument("--out", metavar="DIR",
+                   help="also keep the trained models and the results here (crosstune report DIR makes a page)")
+    _add_overwrite(p, "comparison")
 
     def run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from .compare import run_comparison
+        from .outputs import check_file, claim_folder
 
+        args.models = args.models or list(model_names())
         _check_model_options(args, args.models)
-        run_comparison(args.datasets, args.models, _split_options(args), lambda kind: _train_config(args, kind),
-                       seeds=args.seeds, progress=not args.quiet, json_path=args.json,
-                       out=Path(args.out) if args.out else None)
+        check_file(args.json)
+        out = claim_folder(args.out, "compare", overwrite=args.overwrite, inputs=tuple(args.datasets)) if args.out else None
+        if out is None:
+            run_comparison(args.datasets, args.models, _split_options(args), lambda kind: _train_config(args, kind),
+                           seeds=args.seeds, progress=not args.quiet, json_path=args.json)
+            return 0
+        with out:
+            data = run_comparison(args.datasets, args.models, _split_options(args),
+                                  lambda kind: _train_config(args, kind), seeds=args.seeds, progress=not args.quiet,
+                                  json_path=args.json, out=Path(args.out))
+            _write_compare_folder(Path(args.out), data, args)
+        print(f"models and results in {args.out}/ (crosstune report {args.out} makes an HTML page)")
         return 0
     return run
 
 
+def _write_compare_folder(out, data: dict, args: argparse.Namespace) -> None:
+    """What `crosstune report DIR` reads: the results, how they were made, and a plot."""
+    import numpy as np
+
+    from .demo import plot_models
+    from .report import compare_runs
+    from .reporting import write_json
+
+    data = {**data, "datasets": list(args.datasets), "models": list(args.models), "command": args.command_line}
+    write_json(out / "compare.json", data)
+    rows = [{"model": entry["model"], **{m: float(np.mean(entry["values"][m])) for m in ("pca", "top1", "top5")}}
+            for entry in compare_runs(data)]
+    plot_models(rows, out / "compare.png", data["split"]["description"])
+
+
 @command("prune", "write a smaller dataset that keeps ranking accuracy")
 def _prune_args(p: argparse.ArgumentParser) -> Handler:
-    from .prune import STRATEGIES
-
-    p.add_argument("dataset", metavar="DATASET")
-    p.add_argument("--strategy", required=True, help=f"one of {', '.join(STRATEGIES)}")
-    p.add_argument("--keep", type=float, required=True, help="fraction of records to keep, in (0, 1]")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, metavar="DATASET2")
+    p.add_argument("dataset", metavar="DATASET", help="the dataset folder to prune (left unchanged)")
+    p.add_argument("--strategy", required=True, choices=Names(_strategies), metavar="NAME",
+                   help="how to choose the records to keep: %(choices)s")
+    p.add_argument("--keep", type=number(0.0, 1.0, closed_low=False), required=True,
+                   help="fraction of records to keep, in (0, 1]")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed of the strategies that sample")
+    p.add_argument("--out", required=True, metavar="DATASET2", help="folder for the new, smaller dataset (must be new)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     def run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from .dataset import load_dataset
+        from .errors import CrosstuneError
+        from .outputs import claim_folder, folder_kind
         from .prune import check_request, prune, write_pruned
 
         check_request(args.strategy, args.keep)  # names and ranges before loading anything
+        if folder_kind(Path(args.out)) == "dataset":
+            raise CrosstuneError(f"--out {args.out}: already holds a dataset; pruning never overwrites a dataset")
+        out = claim_folder(args.out, "dataset", inputs=(args.dataset,))
         ds = load_dataset([args.dataset])
-        pruning = prune(ds, args.strategy, args.keep, args.seed)
-        write_pruned(Path(args.dataset), ds, pruning, Path(args.out), args.strategy, args.keep, args.seed)
+        pruning = prune(ds, args.strategy, args.keep, args.seed, progress=not args.quiet)
+        with out:
+            write_pruned(Path(args.dataset), ds, pruning, Path(args.out), args.strategy, args.keep, args.seed)
         print(f"{args.out}: kept {pruning.kept} of {len(ds)} records ({pruning.kept / len(ds):.1%})")
         for reason, count in pruning.removed.most_common():
-            print(f"  removed {count}: {reason}")
+            if count:
+                print(f"  removed {count}: {reason}")
         return 0
     return run
 
 
 @command("prune-study", "train on pruned data at several sizes, evaluate on unseen hardware, CSV + plot")
 def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
-    from .models import MODEL_KINDS, models_help
-
-    p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--test-hardware", type=_csv, required=True)
-    p.add_argument("--model", default="xgb", choices=MODEL_KINDS, help=models_help())
-    p.add_argument("--keep", default="1.0,0.8,0.6,0.47,0.3,0.2", help="comma-separated fractions")
-    p.add_argument("--strategies", type=_csv, default=None, help="default: all")
-    p.add_argument("--epochs", type=int, default=None, help="neural models' training epochs (default 6)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seeds", type=int, default=1, help="average every point over this many seeds (from --seed)")
-    p.add_argument("--out", default="prune-study", metavar="STUDY_DIR")
+    p.add_argument("datasets", nargs="+", metavar="DATASET", help="dataset folders (made by crosstune import)")
+    p.add_argument("--test-hardware", type=choice_list(), required=True, metavar="NAME[,NAME]",
+                   help="hardware to hold out and evaluate on, comma-separated")
+    p.add_argument("--model", default="xgb", choices=MODELS, metavar="MODEL", help="model to train: %(choices)s")
+    p.add_argument("--keep", type=choice_list(), default=["1.0", "0.8", "0.6", "0.47", "0.3", "0.2"],
+                   metavar="F[,F]", help="fractions of the training records to keep, comma-separated")
+    p.add_argument("--strategies", type=choice_list(Names(_strategies)), default=None, metavar="NAME[,NAME]",
+                   help="pruning strategies, comma-separated (default: all)")
+    p.add_argument("--epochs", type=POSITIVE_INT, default=None, help="training epochs of neural models (default: 6)")
+    p.add_argument("--seed", type=SEED, default=0, help="first random seed")
+    p.add_argument("--seeds", type=POSITIVE_INT, default=1, help="average every point over this many seeds (from --seed)")
+    p.add_argument("--out", default="prune-study", metavar="STUDY_DIR", help="folder for the CSV, JSON and plot")
     p.add_argument("--resume", action="store_true", help="reuse the points an interrupted run saved in STUDY_DIR")
-    p.add_argument("--redo", type=_csv, default=[], help="with --resume: recompute these strategies' points")
+    _add_overwrite(p, "pruning study")
+    p.add_argument("--redo", type=split_list, default=[], metavar="NAME[,NAME]",
+                   help="with --resume: recompute these strategies' points")
 
     def run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
+        from .outputs import claim_folder
         from .studies import parse_keeps, prune_study
 
         _check_model_options(args, [args.model])
         args.epochs = args.epochs or 6
-        prune_study(args.datasets, args.test_hardware, args.model, parse_keeps(args.keep), Path(args.out),
-                    args.strategies, _train_config(args, args.model), args.seeds,
-                    args.resume, args.redo)
+        keeps = parse_keeps(",".join(args.keep))
+        out = claim_folder(args.out, "prune-study", overwrite=args.overwrite, resume=args.resume, resumable=True,
+                           inputs=tuple(args.datasets))
+        with out:
+            prune_study(args.datasets, args.test_hardware, args.model, keeps, Path(args.out),
+                        args.strategies, _train_config(args, args.model), args.seeds,
+                        args.resume, args.redo)
         print(f"results in {args.out}/ (crosstune report {args.out} makes an HTML page)")
         return 0
     return run
@@ -285,39 +397,46 @@ def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
 
 @command("split-study", "one model under every split strategy, with a leakage report")
 def _split_study_args(p: argparse.ArgumentParser) -> Handler:
-    from .models import MODEL_KINDS, models_help
-
-    p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--model", default="xgb", choices=MODEL_KINDS, help=models_help())
-    p.add_argument("--test-hardware", type=_csv, default=None, help="by-hardware side (default: the last hardware)")
-    p.add_argument("--network-map", metavar="FILE.json", help="enables the by-network split")
-    p.add_argument("--test-fraction", type=float, default=0.2)
-    p.add_argument("--epochs", type=int, default=None, help="neural models' training epochs (default 6)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="split-study", metavar="STUDY_DIR")
+    p.add_argument("datasets", nargs="+", metavar="DATASET", help="dataset folders (made by crosstune import)")
+    p.add_argument("--model", default="xgb", choices=MODELS, metavar="MODEL", help="model to train: %(choices)s")
+    p.add_argument("--test-hardware", type=split_list, default=None, metavar="NAME[,NAME]",
+                   help="hardware held out by the by-hardware split, comma-separated (default: the last hardware)")
+    p.add_argument("--network-map", metavar="FILE.json", help="task id -> network(s); enables the by-network split")
+    p.add_argument("--test-fraction", type=FRACTION, default=0.2, help="share held out by the other splits, in (0, 1)")
+    p.add_argument("--epochs", type=POSITIVE_INT, default=None, help="training epochs of neural models (default: 6)")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed")
+    p.add_argument("--out", default="split-study", metavar="STUDY_DIR", help="folder for the CSV, JSON and plot")
+    _add_overwrite(p, "split study")
 
     def run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
+        from .outputs import claim_folder
         from .studies import split_study
 
         _check_model_options(args, [args.model])
         args.epochs = args.epochs or 6
-        split_study(args.datasets, args.model, Path(args.out), args.test_hardware, args.network_map,
-                    _train_config(args, args.model), args.test_fraction)
+        out = claim_folder(args.out, "split-study", overwrite=args.overwrite, inputs=tuple(args.datasets))
+        with out:
+            split_study(args.datasets, args.model, Path(args.out), args.test_hardware, args.network_map,
+                        _train_config(args, args.model), args.test_fraction)
+        print(f"results in {args.out}/ (crosstune report {args.out} makes an HTML page)")
         return 0
     return run
 
 
-@command("report", "an HTML page of a study, benchmark, demo or tuning directory")
+@command("report", "an HTML page of a study, benchmark, demo, comparison or tuning folder")
 def _report_args(p: argparse.ArgumentParser) -> Handler:
-    p.add_argument("directory", metavar="DIR")
+    p.add_argument("directory", metavar="DIR", help="a folder written by demo, compare --out, prune-study, "
+                                                    "split-study, bench, tune or tune-compare")
 
     def run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
+        from .outputs import check_file
         from .report import write_report
 
+        check_file(Path(args.directory) / "index.html", "DIR")
         path = write_report(Path(args.directory))
         print(f"wrote {path}")
         return 0
@@ -326,37 +445,53 @@ def _report_args(p: argparse.ArgumentParser) -> Handler:
 
 @command("bench", "MLPerf-HPC-style benchmark: time to train to a target PCA, staging, scaling, mllog logs")
 def _bench_args(p: argparse.ArgumentParser) -> Handler:
-    p.add_argument("--dataset", nargs="+", required=True, metavar="DATASET")
-    p.add_argument("--split", default="by-task", help="split whose test side is the validation set (default by-task)")
-    p.add_argument("--test-hardware", type=_csv, default=[])
-    p.add_argument("--test-fraction", type=float, default=0.2)
-    p.add_argument("--target-pca", type=float, required=True, help="quality target: validation PCA")
-    p.add_argument("--seeds", type=int, default=5, help="number of seeded runs")
-    p.add_argument("--first-seed", type=int, default=0)
-    p.add_argument("--model", default="crossfeat")
-    p.add_argument("--max-epochs", type=int, default=10, help="a run that has not reached the target by then is aborted")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--processes", type=_csv, default=["1"], help="data-parallel process counts for strong scaling, e.g. 1,2")
-    p.add_argument("--concurrent-models", type=int, default=0, help="throughput mode: train this many models at once")
-    p.add_argument("--no-roofline", action="store_true")
-    p.add_argument("--out", required=True, metavar="BENCH_DIR")
+    p.add_argument("--dataset", nargs="+", type=split_list, action=ExtendList, required=True, metavar="DATASET",
+                   help="dataset folders")
+    p.add_argument("--split", default="by-task", choices=Names(_split_kinds), metavar="KIND",
+                   help="split whose test side is the validation set: %(choices)s")
+    p.add_argument("--test-hardware", type=split_list, default=[], metavar="NAME[,NAME]",
+                   help="by-hardware: hardware to hold out, comma-separated")
+    p.add_argument("--test-fraction", type=FRACTION, default=0.2, help="share held out, in (0, 1)")
+    p.add_argument("--target-pca", type=number(0.5, 1.0, closed_low=False, closed_high=False), required=True,
+                   help="quality target: validation PCA, in (0.5, 1)")
+    p.add_argument("--seeds", type=POSITIVE_INT, default=5, help="number of seeded runs")
+    p.add_argument("--first-seed", type=SEED, default=0, help="seed of the first run")
+    p.add_argument("--model", default="crossfeat", choices=MODELS, metavar="MODEL",
+                   help="a neural model: %(choices)s (xgb has no epochs to time)")
+    p.add_argument("--max-epochs", type=POSITIVE_INT, default=10,
+                   help="a run that has not reached the target by then is aborted")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--processes", type=choice_list(), default=["1"], metavar="N[,N]",
+                   help="data-parallel process counts for strong scaling, comma-separated, e.g. 1,2")
+    p.add_argument("--concurrent-models", type=COUNT, default=0, help="throughput mode: train this many models at once (0: off)")
+    p.add_argument("--no-roofline", action="store_true", help="skip the roofline measurement")
+    p.add_argument("--out", required=True, metavar="BENCH_DIR", help="folder for logs, summary and plots")
+    _add_overwrite(p, "benchmark")
 
     def run(args: argparse.Namespace) -> int:
+        import sys
+
         from .bench.mlperf import BenchSettings
         from .bench.suite import run_suite
         from .errors import CrosstuneError
+        from .outputs import claim_folder
 
         try:
             processes = [int(p) for p in args.processes]
         except ValueError:
-            raise CrosstuneError("--processes must be integers, e.g. 1,2") from None
+            raise CrosstuneError("--processes must be whole numbers, e.g. 1,2") from None
+        if min(processes) < 1:
+            raise CrosstuneError("--processes must be at least 1")
         settings = BenchSettings(args.dataset, args.target_pca, list(range(args.first_seed, args.first_seed + args.seeds)),
                                  args.out, args.split, args.test_hardware, args.test_fraction, args.model,
                                  args.max_epochs, args.device, processes[0])
         settings.check()
-        data = run_suite(settings, processes, args.concurrent_models, not args.no_roofline)
+        out = claim_folder(args.out, "bench", overwrite=args.overwrite, keep_partial=True,  # logs of a stopped run
+                           inputs=tuple(args.dataset))
+        with out:
+            data = run_suite(settings, processes, args.concurrent_models, not args.no_roofline)
         if data["aborted_runs"] or data["incomplete_runs"]:
-            print("crosstune bench: some runs did not reach the target (see the logs)", file=__import__("sys").stderr)
+            print("crosstune bench: some runs did not reach the target (see the logs)", file=sys.stderr)
             return 1
         return 0
     return run
@@ -364,20 +499,25 @@ def _bench_args(p: argparse.ArgumentParser) -> Handler:
 
 @command("tune", "tune a whole network with MetaSchedule guided by a cost model, compile, check, time it")
 def _tune_args(p: argparse.ArgumentParser) -> Handler:
-    p.add_argument("--network", required=True, help="resnet18, mobilenet_v2 or bert_layer")
-    p.add_argument("--model", required=True, help="a crosstune model directory, or xgb (MetaSchedule's default)")
-    p.add_argument("--trials", type=int, required=True, help="measured programs in total")
-    p.add_argument("--hardware-config", required=True, help="e.g. local-avx512-2c")
-    p.add_argument("--fallback-xgb", action="store_true", help="use XGBoost if the model directory does not load")
-    p.add_argument("--fine-tune-every", type=int, default=0, help="fine-tune the model every N new measurements (0: never)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, metavar="RUN_DIR")
+    p.add_argument("--network", required=True, help="network to tune: resnet18, mobilenet_v2 or bert_layer")
+    p.add_argument("--model", required=True, help="a crosstune model folder, or xgb (MetaSchedule's default)")
+    p.add_argument("--trials", type=POSITIVE_INT, required=True, help="measured programs in total")
+    p.add_argument("--hardware-config", required=True, help="local configuration, e.g. local-avx512-2c")
+    p.add_argument("--fallback-xgb", action="store_true", help="use XGBoost if the model folder does not load")
+    p.add_argument("--fine-tune-every", type=COUNT, default=0, help="fine-tune the model every N new measurements (0: never)")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed of the search")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="folder for the tuning database, results and plot")
+    _add_overwrite(p, "tuning run")
 
     def run(args: argparse.Namespace) -> int:
-        from .tvm.tune import tune_network
+        from .outputs import claim_folder
 
-        r = tune_network(args.network, args.model, args.trials, args.hardware_config, args.out, args.fallback_xgb,
-                         args.fine_tune_every, args.seed)
+        out = claim_folder(args.out, "tune", overwrite=args.overwrite, inputs=(args.model,))
+        from .tvm.tune import tune_network  # TVM loads slowly: after the cheap checks
+
+        with out:
+            r = tune_network(args.network, args.model, args.trials, args.hardware_config, args.out, args.fallback_xgb,
+                             args.fine_tune_every, args.seed)
         print(f"{args.network} tuned with {r.cost_model}: {r.trials} trials in {r.tuning_seconds / 60:.1f} min; "
               f"end-to-end {r.latency_ms:.3f} ms (PyTorch eager {r.pytorch_latency_ms:.3f} ms); output "
               f"{'matches' if r.output_matches else 'DOES NOT match'} PyTorch (max abs error {r.output_max_abs_error:.2e})")
@@ -391,52 +531,67 @@ def _tune_args(p: argparse.ArgumentParser) -> Handler:
 
 @command("tune-compare", "crossfeat (transfer) against MetaSchedule's XGBoost on the same tuning budget")
 def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
-    p.add_argument("--network", required=True)
-    p.add_argument("--trials", type=int, required=True)
-    p.add_argument("--hardware-config", required=True)
-    p.add_argument("--dataset", nargs="+", default=None, help="pre-training data (default: the bundled dataset)")
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--fine-tune-every", type=int, default=64,
+    p.add_argument("--network", required=True, help="network to tune: resnet18, mobilenet_v2 or bert_layer")
+    p.add_argument("--trials", type=POSITIVE_INT, required=True, help="measured programs per cost model")
+    p.add_argument("--hardware-config", required=True, help="local configuration, e.g. local-avx512-2c")
+    p.add_argument("--dataset", nargs="+", type=split_list, action=ExtendList, default=None, metavar="DATASET",
+                   help="pre-training data (default: the bundled dataset)")
+    p.add_argument("--epochs", type=POSITIVE_INT, default=8, help="pre-training epochs of crossfeat")
+    p.add_argument("--fine-tune-every", type=COUNT, default=64,
                    help="fine-tune crossfeat on the run's own measurements every N of them (0: never)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, metavar="RUN_DIR")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="folder for both runs, results and plot")
+    _add_overwrite(p, "tuning comparison")
 
     def run(args: argparse.Namespace) -> int:
         from .data import bundled_dataset
-        from .tvm.tune import tune_compare
+        from .outputs import claim_folder
 
-        tune_compare(args.network, args.trials, args.hardware_config, args.out,
-                     args.dataset or [str(bundled_dataset())], args.epochs, args.seed, args.fine_tune_every)
+        out = claim_folder(args.out, "tune-compare", overwrite=args.overwrite, inputs=tuple(args.dataset or ()))
+        from .tvm.tune import tune_compare  # TVM loads slowly: after the cheap checks
+
+        with out:
+            tune_compare(args.network, args.trials, args.hardware_config, args.out,
+                         args.dataset or [str(bundled_dataset())], args.epochs, args.seed, args.fine_tune_every)
         return 0
     return run
 
 
 @command("demo", "train on all bundled hardware configurations but one, test on the unseen one, report")
 def _demo_args(p: argparse.ArgumentParser) -> Handler:
-    p.add_argument("--out", default="crosstune-demo", metavar="DIR")
-    p.add_argument("--held-out", default=None, help="configuration to test on (default local-avx512-2c)")
-    p.add_argument("--epochs", type=int, default=6)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dataset", default=None, help="use this dataset instead of the bundled one")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--out", default="crosstune-demo", metavar="DIR", help="folder for the results and the HTML page")
+    p.add_argument("--held-out", default=None, metavar="NAME",
+                   help="hardware configuration to test on (default: local-avx512-2c, else the dataset's last)")
+    p.add_argument("--epochs", type=POSITIVE_INT, default=6, help="training epochs of the neural models")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed")
+    p.add_argument("--dataset", default=None, help="use this dataset instead of the bundled one (default: bundled)")
+    _add_overwrite(p, "demo result")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     def run(args: argparse.Namespace) -> int:
         from .demo import run_demo
+        from .outputs import claim_folder
 
-        run_demo(args.out, args.held_out, args.epochs, args.seed, args.dataset, progress=not args.quiet)
+        out = claim_folder(args.out, "demo", overwrite=args.overwrite, inputs=(args.dataset,) if args.dataset else ())
+        with out:
+            run_demo(args.out, args.held_out, args.epochs, args.seed, args.dataset, progress=not args.quiet,
+                     command=args.command_line)
         return 0
     return run
 
 
 @command("similarity", "how alike devices rank the programs they share, and each device's noise ceiling")
 def _similarity_args(p: argparse.ArgumentParser) -> Handler:
-    p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--json", metavar="FILE", help="also write the matrix as JSON")
-    p.add_argument("--png", metavar="FILE", help="also draw it as a heatmap")
+    p.add_argument("datasets", nargs="+", metavar="DATASET", help="dataset folders (made by crosstune import)")
+    p.add_argument("--json", metavar="FILE", help="also write the matrix as JSON (default: not written)")
+    p.add_argument("--png", metavar="FILE", help="also draw it as a heatmap (default: not drawn)")
 
     def run(args: argparse.Namespace) -> int:
+        from .outputs import check_file
         from .similarity import similarity_of_datasets, write_heatmap, write_json
 
+        check_file(args.json)
+        check_file(args.png, "--png")
         matrix = similarity_of_datasets(args.datasets)
         print(matrix.table())
         if args.json:

@@ -46,7 +46,7 @@ def run_comparison(datasets: Sequence[str], kinds: Sequence[str], split_options:
     summary = summarize_runs(runs, kinds)
     print_fn(summary_table(summary))
     operators = sorted(runs[0].results[kinds[0]]["per_operator"])
-    print_fn(f"\nper operator (mean over seeds; random = the exact floor):")
+    print_fn("\nper operator (mean over seeds; random = the exact floor):")
     print_fn(operator_table(runs, kinds, operators))
     print_fn(below_floor_line(floor_notes(runs, kinds)))
     print_fn(LEGEND)

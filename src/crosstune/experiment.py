@@ -137,7 +137,7 @@ def trained_record_ids(model_dir: Path) -> set[int]:
 
 
 def evaluate_model_dir(model_dir: str | Path, datasets: Sequence[str], hardware: Sequence[str] | None = None,
-                       include_training_records: bool = False) -> tuple[dict, dict]:
+                       include_training_records: bool = False, progress: bool = False) -> tuple[dict, dict]:
     """Metrics of a saved model on ``datasets`` (optionally some hardware only); records the model
     was trained on are left out unless asked. Returns (metrics, notes)."""
     model = load_model(model_dir)
@@ -151,10 +151,31 @@ def evaluate_model_dir(model_dir: str | Path, datasets: Sequence[str], hardware:
             ds = ds.select(keep)
     if len(ds) == 0 or not ds.valid.any():
         raise CrosstuneError("nothing to evaluate: no valid records left (all were training records or failed)")
-    return evaluate_model(model, ds, notes)
+    return evaluate_model(model, ds, notes, progress)
 
 
-def evaluate_model(model: CostModel, ds: Dataset, notes: dict | None = None) -> tuple[dict, dict]:
+PREDICT_CHUNK = 32768
+
+
+def predict_in_chunks(model: CostModel, ds: Dataset, progress: bool = False) -> np.ndarray:
+    """``model.predict(ds)`` in slices, with a progress bar on sets big enough to take a while (a
+    program's score does not depend on the other programs predicted with it)."""
+    if len(ds) <= PREDICT_CHUNK:
+        return model.predict(ds)
+    from tqdm import tqdm
+
+    scores = []
+    with tqdm(total=len(ds), unit=" programs", unit_scale=True, desc="predicting", disable=not progress,
+              mininterval=0.5) as bar:
+        for start in range(0, len(ds), PREDICT_CHUNK):
+            rows = np.arange(start, min(start + PREDICT_CHUNK, len(ds)))
+            scores.append(np.asarray(model.predict(ds.select(rows))))
+            bar.update(len(rows))
+    return np.concatenate(scores)
+
+
+def evaluate_model(model: CostModel, ds: Dataset, notes: dict | None = None,
+                   progress: bool = False) -> tuple[dict, dict]:
     notes = dict(notes or {})
     from .features import featurize
 
@@ -169,7 +190,7 @@ def evaluate_model(model: CostModel, ds: Dataset, notes: dict | None = None) -> 
             notes["tokens_of_kinds_never_seen_in_training"] = feats.unseen_kind_tokens
         if feats.nonfinite_values:
             notes["non_finite_feature_values_zeroed"] = feats.nonfinite_values
-    scores = model.predict(ds)
+    scores = predict_in_chunks(model, ds, progress)
     return evaluate(ds, scores), notes
 
 

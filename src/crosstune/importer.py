@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from tqdm import tqdm
 
@@ -11,21 +13,58 @@ from .dataset import ImportResult, import_records
 from .hardware.registry import HardwareSpec, resolve, with_codegen
 from .records.canonical import ImportReport, Record
 from .records.detect import list_record_files, read_records
+from .tables import plural
 
 
-def _with_progress(records: Iterator[Record], total_files: int, quiet: bool) -> Iterator[Record]:
+_SAMPLE = 4 << 20  # files up to this size (decompressed) are counted exactly; larger ones estimated from a sample
+
+
+def count_lines(files: Sequence[Path]) -> int:
+    """Lines in the record files (decompressed), for the progress bar's total. Small files are counted;
+    a large one is estimated from its first 4 MiB and its decompressed size (plain: the file size;
+    gzip: the size its trailer records), so that the total costs no second pass over gigabytes."""
+    total = 0
+    for path in files:
+        try:
+            total += _lines_in(path)
+        except (OSError, EOFError, ValueError):
+            continue  # an unreadable file is reported by the reader, with its reason
+    return total
+
+
+def _lines_in(path: Path) -> int:
+    gz = path.name.endswith(".gz")
+    with (gzip.open(path, "rb") if gz else open(path, "rb")) as stream:
+        sample = stream.read(_SAMPLE + 1)
+    lines = sample.count(b"\n") + (bool(sample) and not sample.endswith(b"\n"))
+    if len(sample) <= _SAMPLE:
+        return lines  # the whole file
+    size = _gzip_size(path) if gz else path.stat().st_size
+    return max(lines, round(lines * size / len(sample)))
+
+
+def _gzip_size(path: Path) -> int:
+    """The decompressed size a gzip member's trailer records (modulo 4 GiB, as the format stores it)."""
+    with open(path, "rb") as stream:
+        stream.seek(-4, os.SEEK_END)
+        return int.from_bytes(stream.read(4), "little")
+
+
+def _with_progress(records: Iterator[Record], files: Sequence[Path], report: ImportReport,
+                   quiet: bool) -> Iterator[Record]:
     if quiet:
         yield from records
         return
-    with tqdm(unit=" rec", unit_scale=True, desc=f"importing {total_files} file(s)", mininterval=0.5) as bar:
-        pending = 0
+    total = count_lines(files)
+    with tqdm(total=total, unit=" lines", unit_scale=True, desc=f"importing {len(files)} file{'s' * (len(files) != 1)}",
+              mininterval=0.5) as bar:
+        read = 0
         for record in records:
-            pending += 1
-            if pending == 2048:
-                bar.update(pending)
-                pending = 0
+            read += 1
+            if read % 2048 == 0:  # lines consumed so far: records read + lines skipped
+                bar.update(min(total, read + report.skipped_lines) - bar.n)
             yield record
-        bar.update(pending)
+        bar.update(total - bar.n)
 
 
 def import_sources(sources: Sequence[str | os.PathLike], hardware: str, out: str | os.PathLike,
@@ -41,7 +80,7 @@ def import_sources(sources: Sequence[str | os.PathLike], hardware: str, out: str
     report = ImportReport(strict=strict)
     files = list_record_files(sources, report)
     records = read_records(sources, spec.name, report, files=files)
-    return import_records(_with_progress(records, len(files), quiet), out, spec, report,
+    return import_records(_with_progress(records, files, report, quiet), out, spec, report,
                           sources=[str(s) for s in sources], provenance=provenance)
 
 
@@ -49,7 +88,7 @@ def describe_report(report: ImportReport) -> list[str]:
     """Human-readable lines: what was skipped and why, with one example location per reason."""
     lines = []
     for reason, count in report.skipped.most_common():
-        lines.append(f"  skipped {count} line(s): {reason} (e.g. {report.examples.get(reason, '?')})")
+        lines.append(f"  skipped {plural(count, 'line')}: {reason} (e.g. {report.examples.get(reason, '?')})")
     if report.merged_repeats:
         lines.append(f"  merged {report.merged_repeats} repeated measurement(s) of a config into its record")
     for version, count in sorted(report.versions.items()):
@@ -57,7 +96,7 @@ def describe_report(report: ImportReport) -> list[str]:
     for path, reason in sorted(report.skipped_files.items()):
         lines.append(f"  skipped file {path}: {reason}")
     for kind, count in report.unknown_kinds.most_common():
-        lines.append(f"  unknown step kind {kind!r}: {count} step(s), kept as token 'unknown'")
+        lines.append(f"  unknown step kind {kind!r}: {plural(count, 'step')}, kept as token 'unknown'")
     for cat, count in report.unknown_categories.most_common():
-        lines.append(f"  unknown string argument {cat!r}: {count} step(s), kept as category 'other'")
+        lines.append(f"  unknown string argument {cat!r}: {plural(count, 'step')}, kept as category 'other'")
     return lines

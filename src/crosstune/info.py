@@ -1,17 +1,18 @@
-"""`crosstune info`: what a dataset holds, read from its manifest."""
+"""`crosstune info`: what a dataset holds, read from its manifest once its part files are checked
+(a dataset `train` would refuse is never reported as fine)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .dataset import read_manifest
 from .importer import describe_report
 from .records.canonical import ImportReport
 from .tables import format_table
+from .verify import verify_dataset
 
 
 def describe_dataset(path: Path) -> str:
-    manifest = read_manifest(path)
+    manifest = verify_dataset(path)
     counts = manifest.get("counts", {})
     lines = [f"dataset {path}  (format v{manifest.get('format_version')}, crosstune {manifest.get('crosstune_version')})",
              f"  records: {counts.get('records', 0)}   tasks: {counts.get('tasks', 0)}   "

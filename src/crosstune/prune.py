@@ -235,13 +235,18 @@ def _farthest_points(vectors: np.ndarray, k: int, rng: np.random.Generator) -> n
     return np.array(chosen)
 
 
-def prune_diverse(ds: Dataset, keep: float, seed: int) -> Pruning:
+def prune_diverse(ds: Dataset, keep: float, seed: int, progress: bool = False) -> Pruning:
+    from tqdm import tqdm
+
     rng = np.random.default_rng(seed)
     vectors = program_vectors(ds)
     kept = []
-    for rows in _groups(ds):
-        k = max(1, int(round(len(rows) * keep)))
-        kept.append(rows[_farthest_points(vectors[rows], k, rng)] if k < len(rows) else rows)
+    with tqdm(total=len(ds), unit=" programs", unit_scale=True, desc="diverse: farthest points per task",
+              disable=not progress, mininterval=0.5) as bar:
+        for rows in _groups(ds):
+            k = max(1, int(round(len(rows) * keep)))
+            kept.append(rows[_farthest_points(vectors[rows], k, rng)] if k < len(rows) else rows)
+            bar.update(len(rows))
     return _finish(ds, np.concatenate(kept), Counter(), "close to an already kept program (k-center)")
 
 
@@ -287,10 +292,12 @@ def check_request(strategy: str, keep: float, records: int | None = None) -> Non
         raise CrosstuneError(f"keeping {keep:.0%} of {records} records leaves fewer than 2: the dataset is too small")
 
 
-def prune(ds: Dataset, strategy: str, keep: float, seed: int = 0) -> Pruning:
+def prune(ds: Dataset, strategy: str, keep: float, seed: int = 0, progress: bool = False) -> Pruning:
     check_request(strategy, keep, len(ds))
     if keep == 1.0:
         return Pruning(np.arange(len(ds)))
+    if strategy == "diverse":  # the one strategy slow enough (minutes on big sets) to need a progress bar
+        return prune_diverse(ds, keep, seed, progress)
     return STRATEGIES[strategy](ds, keep, seed)
 
 

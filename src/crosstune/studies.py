@@ -21,7 +21,7 @@ from .splits import SPLIT_KINDS, load_network_map, make_split
 from .tables import format_table
 from .train import TrainConfig
 
-PCA_TOLERANCE = 0.005  # "within 0.5 points of full data"
+PCA_TOLERANCE = 0.005  # "within 0.005 PCA of full data"
 
 
 def _train_and_score(kind: str, train: Dataset, test: Dataset, cfg: TrainConfig) -> dict:
@@ -46,7 +46,7 @@ def prune_study(datasets: Sequence[str], test_hardware: Sequence[str], model_kin
     """Train on each pruned training part, evaluate on the untouched test part (unseen hardware).
 
     With ``seeds`` > 1 every point (full data included) is the mean over that many pruning and
-    training seeds: a single seed's PCA moves by about as much as the 0.5-point tolerance.
+    training seeds: a single seed's PCA moves by about as much as the 0.005 PCA tolerance.
     ``resume`` reuses the points an earlier run of the same study (same model, test hardware,
     training records, seeds and epochs) saved in ``out``, except those of the strategies in ``redo``."""
     cfg = cfg or TrainConfig()
@@ -99,12 +99,12 @@ def prune_study(datasets: Sequence[str], test_hardware: Sequence[str], model_kin
     write_json(out / "prune-study.json", summary)
     plot_prune_study(rows, full, out / "prune-study.png", model_kind, test_hardware)
     if best:
-        print_fn(f"largest reduction within {PCA_TOLERANCE * 100:.1f} PCA points of full data: {best['strategy']} keeps "
+        print_fn(f"largest reduction within {PCA_TOLERANCE:g} PCA of full data: {best['strategy']} keeps "
                  f"{best['kept_fraction']:.0%} of the records ({1 - best['kept_fraction']:.0%} smaller), PCA "
                  f"{best['pca']:.4f} vs {full['pca']:.4f}; training time {best['train_seconds']:.0f} s vs "
                  f"{full['train_seconds']:.0f} s ({1 - best['train_seconds'] / full['train_seconds']:.0%} saved)")
     else:
-        print_fn(f"no pruned training set stayed within {PCA_TOLERANCE * 100:.1f} PCA points of full data")
+        print_fn(f"no pruned training set stayed within {PCA_TOLERANCE:g} PCA of full data")
     print_fn(f"study took {summary['seconds']:.0f} s")
     return summary
 
@@ -161,7 +161,7 @@ def plot_prune_study(rows: list[dict], full: dict, path: Path, model_kind: str, 
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=strategy)
         ax.axhline(full[metric], color="black", linestyle="--", label="full data")
         if metric == "pca":
-            ax.axhline(full[metric] - PCA_TOLERANCE, color="grey", linestyle=":", label="full - 0.5 points")
+            ax.axhline(full[metric] - PCA_TOLERANCE, color="grey", linestyle=":", label=f"full - {PCA_TOLERANCE:g} PCA")
         ax.set_xlabel("fraction of training records kept")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)

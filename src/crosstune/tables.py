@@ -13,6 +13,11 @@ def fmt(value: object, digits: int = 3) -> str:
     return str(value)
 
 
+def plural(count: int, noun: str) -> str:
+    """``plural(1, "line")`` -> "1 line", ``plural(2, "line")`` -> "2 lines"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], digits: int = 3) -> str:
     cells = [[fmt(c, digits) for c in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]

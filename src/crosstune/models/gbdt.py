@@ -119,7 +119,9 @@ class XGBModel(CostModel):
 
             early = {"evals": [(valid_matrix, "valid")], "custom_metric": pca, "maximize": True,
                      "early_stopping_rounds": self.config.early_stopping_rounds, "verbose_eval": False}
-        booster = xgboost.train(params, matrix, num_boost_round=self.config.n_estimators, **early)
+        with _RoundsBar(self.config.n_estimators, options.progress) as bar:
+            booster = xgboost.train(params, matrix, num_boost_round=self.config.n_estimators,
+                                    callbacks=[bar.callback()], **early)
         self.history = {"records": int(len(rows)), "rounds": booster.num_boosted_rounds(), **self.cropped(train)}
         if early:
             best = int(booster.best_iteration)
@@ -170,3 +172,30 @@ class XGBHardwareModel(XGBModel):
 
     kind = "xgb+hw"
     uses_hardware = True
+
+
+class _RoundsBar:
+    """A progress bar over XGBoost's boosting rounds (minutes on large training sets)."""
+
+    def __init__(self, rounds: int, enabled: bool):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=rounds, unit=" trees", desc="xgb", disable=not enabled, mininterval=0.5)
+
+    def callback(self):
+        import xgboost
+
+        bar = self.bar
+
+        class Advance(xgboost.callback.TrainingCallback):
+            def after_iteration(self, model, epoch, evals_log) -> bool:
+                bar.update(1)
+                return False  # never stops training
+
+        return Advance()
+
+    def __enter__(self) -> "_RoundsBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
