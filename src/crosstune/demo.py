@@ -62,10 +62,9 @@ def run_demo(out: str | Path = "crosstune-demo", held_out: str | None = None, ep
 
 
 def _plot(rows: list[dict], path: Path, held_out: str) -> None:
-    import matplotlib
+    from .plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     metrics = ("pca", "top1", "top5")
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -81,5 +80,4 @@ def _plot(rows: list[dict], path: Path, held_out: str) -> None:
     ax.grid(axis="y", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
