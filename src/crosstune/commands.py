@@ -146,7 +146,7 @@ def _train_args(p: argparse.ArgumentParser) -> Handler:
     from .models import MODEL_KINDS, models_help
 
     p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--model", default="crossfeat", choices=MODEL_KINDS, help=models_help())
+    p.add_argument("--model", default="crossfeat", choices=MODEL_KINDS, help=f"default crossfeat. {models_help()}")
     _add_split_args(p)
     _add_train_args(p)
     p.add_argument("--out", required=True, metavar="MODEL_DIR")
@@ -258,7 +258,7 @@ def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
 
     p.add_argument("datasets", nargs="+", metavar="DATASET")
     p.add_argument("--test-hardware", type=_csv, required=True)
-    p.add_argument("--model", default="xgb", choices=MODEL_KINDS, help=models_help())
+    p.add_argument("--model", default="xgb", choices=MODEL_KINDS, help=f"default xgb. {models_help()}")
     p.add_argument("--keep", default="1.0,0.8,0.6,0.47,0.3,0.2", help="comma-separated fractions")
     p.add_argument("--strategies", type=_csv, default=None, help="default: all")
     p.add_argument("--epochs", type=int, default=None, help="neural models' training epochs (default 6)")
@@ -288,7 +288,7 @@ def _split_study_args(p: argparse.ArgumentParser) -> Handler:
     from .models import MODEL_KINDS, models_help
 
     p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--model", default="xgb", choices=MODEL_KINDS, help=models_help())
+    p.add_argument("--model", default="xgb", choices=MODEL_KINDS, help=f"default xgb. {models_help()}")
     p.add_argument("--test-hardware", type=_csv, default=None, help="by-hardware side (default: the last hardware)")
     p.add_argument("--network-map", metavar="FILE.json", help="enables the by-network split")
     p.add_argument("--test-fraction", type=float, default=0.2)
