@@ -12,14 +12,15 @@ import pytest
 
 from crosstune.dataset import load_dataset
 from crosstune.errors import CrosstuneError
-from crosstune.experiment import SplitOptions, evaluate_model, train_on_split
+from crosstune.experiment import VALID_FRACTION, SplitOptions, evaluate_model, train_on_split
 from crosstune.metrics import evaluate
 from crosstune.features import Normalizer, training_hardware
 from crosstune.hardware.registry import builtin_specs
 from crosstune.models import BASELINE_KINDS, MODEL_KINDS, FitOptions, create_model, load_model, model_class
+from crosstune.splits import holdout_groups
+from crosstune.train import TrainConfig, TrainHooks
 
 LEARNED_KINDS = [k for k in MODEL_KINDS if k not in BASELINE_KINDS]  # baselines: tests/test_baselines.py
-from crosstune.train import TrainConfig
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +77,23 @@ def test_training_is_deterministic_and_resumable(tiny, split, tmp_path):
     full = run(2, tmp_path / "a").model.predict(tiny)
     again = run(2, tmp_path / "b").model.predict(tiny)
     assert np.array_equal(full, again)
-    run(1, tmp_path / "c")  # "killed" after its first epoch ...
-    resumed = run(2, tmp_path / "c", resume=True)  # ... and continued
+
+    class Killed(TrainHooks):
+        def epoch_end(self, record):
+            raise KeyboardInterrupt  # the process is stopped once its first epoch is checkpointed
+
+    # The first epoch of the same run as train_on_split makes it (same rows, same config) ...
+    fit_rows, valid_rows = holdout_groups(tiny, split[0].train, VALID_FRACTION, 5)
+    with pytest.raises(KeyboardInterrupt):
+        create_model("crossfeat", TrainConfig(epochs=2, seed=5)).fit(
+            tiny.select(fit_rows), tiny.select(valid_rows),
+            FitOptions(progress=False, checkpoint_dir=tmp_path / "c" / "checkpoint", hooks=Killed()))
+    killed = json.loads((tmp_path / "c" / "checkpoint" / "progress.json").read_text())["history"]
+    resumed = run(2, tmp_path / "c", resume=True)  # ... continued from its checkpoint
     assert [e["epoch"] for e in resumed.history["epochs"]] == [0, 1]
+    assert resumed.history["epochs"][0] == killed[0]  # epoch 0 was not trained again
     assert np.allclose(resumed.model.predict(tiny), full, atol=1e-6)
+    assert not (tmp_path / "c" / "checkpoint").exists()  # the finished model replaced it
 
 
 def test_few_shot_fine_tuning_uses_only_the_sampled_target_records(tiny):

@@ -167,3 +167,95 @@ def test_tune_with_a_model_that_does_not_load(tmp_path):
     (tmp_path / "broken").mkdir()
     with pytest.raises(CrosstuneError, match="not a crosstune model"):
         tune_network("bert_layer", str(tmp_path / "broken"), 4, "local-sse-1c", tmp_path / "run")
+
+
+def _two_task_mods():
+    """The two tasks (resnet18's conv2d and its add) of the committed MetaSchedule database."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from conftest import MS_DB
+
+    database = ms.database.JSONDatabase(path_workload=str(MS_DB / "database_workload.json"),
+                                        path_tuning_record=str(MS_DB / "database_tuning_record.json"),
+                                        allow_missing=False)
+    from tvm_ffi import structural_hash
+
+    mods = {}
+    for record in database.get_all_tuning_records():
+        mods.setdefault(int(structural_hash(record.workload.mod)), record.workload.mod)
+    assert len(mods) >= 2
+    return list(mods.values())[:2]
+
+
+@pytest.fixture(scope="module")
+def ms_model(tmp_path_factory):
+    """crossfeat trained (one epoch) on the committed MetaSchedule records, as local-sse-1c."""
+    from conftest import MS_DB
+
+    from crosstune.experiment import fit_model
+    from crosstune.importer import import_sources
+    from crosstune.train import TrainConfig
+
+    out = tmp_path_factory.mktemp("ms") / "ds"
+    import_sources([MS_DB], "local-sse-1c", out)
+    model, _ = fit_model("crossfeat", load_dataset([out]), TrainConfig(epochs=1))
+    return model
+
+
+def test_every_task_of_a_tuning_run_gets_its_own_operator_descriptor(ms_model, tmp_path):
+    from tvm.s_tir import meta_schedule as ms
+    from tvm_ffi import structural_hash
+
+    from crosstune.hardware.local import local_configurations
+    from crosstune.tvm.convert import operator_of
+    from crosstune.tvm.costmodel import make_cost_model
+    from crosstune.tvm.measure import make_builder, make_runner, target_of
+
+    config = local_configurations()["local-sse-1c"]
+    adapter = make_cost_model(ms_model, config.spec)
+    mods = _two_task_mods()
+    contexts = [ms.TuneContext(mod, target=target_of(config), space_generator="post-order-apply",
+                               search_strategy=ms.search_strategy.EvolutionarySearch(
+                                   population_size=16, init_min_unmeasured=8, genetic_num_iters=1),
+                               task_name=f"task{i}", rand_state=i + 1, num_threads=1) for i, mod in enumerate(mods)]
+    ms.tune_tasks(tasks=contexts, task_weights=[1.0, 1.0], work_dir=str(tmp_path), max_trials_global=8,
+                  num_trials_per_iter=4, builder=make_builder(), runner=make_runner(config),
+                  database=ms.database.MemoryDatabase(), cost_model=adapter)
+    assert adapter.failures == 0 and adapter.predict_calls >= 2
+    assert set(adapter.operators) == {int(structural_hash(mod)) for mod in mods}
+    for mod in mods:
+        assert adapter.operators[int(structural_hash(mod))] == operator_of(mod)
+
+
+def test_collect_resumed_in_a_new_process_imports_again(collected):
+    """A new process measures this machine afresh; the import must still accept the configurations."""
+    out, settings, _ = collected
+    code = ("import sys; from crosstune.tvm.collect import CollectSettings, collect; "
+            f"s = collect(CollectSettings(**{settings.to_json()!r}), sys.argv[1], quiet=True); "
+            "print('measured', s.measured, 'skipped', s.skipped_already_measured)")
+    result = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "measured 0 skipped 12" in result.stdout
+    assert len(load_dataset([out / "dataset"])) == 12
+
+
+def test_tune_reports_failed_cost_model_calls_and_uses_the_trained_descriptor(ms_model, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    from crosstune.cli import main
+
+    model_dir = tmp_path / "model"
+    ms_model.save(model_dir)
+    weights = load_file(str(model_dir / "weights.safetensors"))  # NaN weights: every prediction fails
+    save_file({k: v.fill_(float("nan")) if k.startswith("head") else v for k, v in weights.items()},
+              str(model_dir / "weights.safetensors"))
+    config = json.loads((model_dir / "config.json").read_text())
+    config["hardware_descriptors"]["local-sse-1c"]["mem_bandwidth_gbs"] *= 2  # measured on another day
+    (model_dir / "config.json").write_text(json.dumps(config))
+    main(["tune", "--network", "bert_layer", "--model", str(model_dir), "--trials", "8",
+          "--hardware-config", "local-sse-1c", "--out", str(tmp_path / "run")])
+    printed = capsys.readouterr().out
+    saved = json.loads((tmp_path / "run" / "tune.json").read_text())
+    assert saved["cost_model_failures"] >= 1 and saved["cost_model_failures"] == saved["cost_model_predict_calls"]
+    assert f"cost-model calls failed: {saved['cost_model_failures']}" in printed
+    assert "local-sse-1c: using the descriptor the model was trained with" in printed

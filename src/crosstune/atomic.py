@@ -18,7 +18,14 @@ from pathlib import Path
 
 
 def _umask() -> int:
-    mask = os.umask(0)
+    # Linux reports it; elsewhere it is read by setting and restoring it (not thread-safe, hence last).
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
 

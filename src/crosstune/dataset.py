@@ -102,6 +102,11 @@ class _PartWriter:
         self.rows = 0
         self._buffer: list[Record] = []
 
+    @property
+    def total(self) -> int:
+        """Records added so far, written or still buffered."""
+        return self.rows + len(self._buffer)
+
     def add(self, record: Record) -> None:
         self._buffer.append(record)
         if len(self._buffer) >= _BATCH:
@@ -216,7 +221,6 @@ class ImportResult:
     hardware: str
     added: int
     report: ImportReport
-    manifest: dict = field(default_factory=dict)
 
 
 def import_records(records: Iterable[Record], out: str | os.PathLike, hardware: HardwareSpec,
@@ -247,7 +251,7 @@ def import_records(records: Iterable[Record], out: str | os.PathLike, hardware: 
                 report.failed_measurements += 1
             report.records += 1
             writer.add(record)
-        if writer.rows + len(writer._buffer) == 0:
+        if writer.total == 0:
             writer.abort()
             added = 0
         else:
@@ -259,7 +263,7 @@ def import_records(records: Iterable[Record], out: str | os.PathLike, hardware: 
     manifest = _updated_manifest(root, manifest, hardware, part_rel if added else None, added, report,
                                  sources, provenance)
     atomic_write_text(root / MANIFEST, json.dumps(manifest, indent=1))
-    return ImportResult(root, hardware.name, added, report, manifest)
+    return ImportResult(root, hardware.name, added, report)
 
 
 def _updated_manifest(root: Path, manifest: dict | None, hardware: HardwareSpec, part: str | None,
@@ -277,11 +281,11 @@ def _updated_manifest(root: Path, manifest: dict | None, hardware: HardwareSpec,
                                 "added": added, "report": report.to_json()})
     if provenance:
         manifest.setdefault("provenance", {}).update(provenance)
-    manifest["counts"] = _counts(root, manifest)
+    manifest["counts"] = manifest_counts(root, manifest)
     return manifest
 
 
-def _counts(root: Path, manifest: dict) -> dict:
+def manifest_counts(root: Path, manifest: dict) -> dict:
     """Summary statistics written into the manifest (what `crosstune info` prints without loading)."""
     paths = [root / p["path"] for p in manifest["parts"]]
     if not paths:
@@ -384,9 +388,6 @@ class Dataset:
     def hardware_mask(self, names: Iterable[str]) -> np.ndarray:
         wanted = [self.hardware_names.index(n) for n in names if n in self.hardware_names]
         return np.isin(self.hardware, wanted)
-
-    def op_kind_names(self) -> np.ndarray:
-        return np.asarray(OP_KINDS, dtype=object)[self.op_kind]
 
 
 def _list_values(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:

@@ -98,10 +98,9 @@ def _plot(rows: list[dict], path: Path, held_out: str) -> None:
 
 def plot_models(rows: list[dict], path: Path, title: str) -> None:
     """Grouped bars of PCA, top-1 (Σ) and top-5 (Σ) per model (the random floor is one of the rows)."""
-    import matplotlib
+    from .plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     metrics = [m for m in ("pca", "top1", "top5") if all(r.get(m) is not None for r in rows)]
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -117,5 +116,4 @@ def plot_models(rows: list[dict], path: Path, title: str) -> None:
     ax.grid(axis="y", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)

@@ -16,6 +16,7 @@ import numpy as np
 from . import tokens
 from .dataset import Dataset
 from .errors import CrosstuneError
+from .groups import rank_in_run
 from .hardware.registry import HardwareSpec, builtin_specs
 
 OP_FEATURES = 14  # 12 log shape arguments, log2(1 + FLOPs), has-FLOPs flag
@@ -175,10 +176,8 @@ def kind_ordinals(offsets: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     record = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
     key = record * len(tokens.KINDS) + kinds
     order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
     ordinal = np.empty(len(kinds), dtype=np.int64)
-    ordinal[order] = np.arange(len(kinds)) - np.repeat(starts, np.diff(np.r_[starts, len(kinds)]))
+    ordinal[order] = rank_in_run(key[order])
     return ordinal
 
 

@@ -36,9 +36,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import tokens
-from .dataset import FORMAT_NAME, MANIFEST, Dataset, _counts, atomic_write_text, read_manifest
+from .dataset import FORMAT_NAME, MANIFEST, Dataset, atomic_write_text, manifest_counts, read_manifest
 from .errors import CrosstuneError
 from .features import kind_counts_and_means
+from .groups import grouped
 
 NOISE = 0.02  # relative latency spread treated as measurement noise
 
@@ -55,11 +56,8 @@ class Pruning:
 
 
 def _groups(ds: Dataset, rows: np.ndarray | None = None) -> list[np.ndarray]:
-    rows = np.arange(len(ds)) if rows is None else rows
-    order = rows[np.argsort(ds.group[rows], kind="stable")]
-    g = ds.group[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.array([], int)
-    return [order[s:e] for s, e in zip(starts, np.r_[starts[1:], len(order)])]
+    order, starts, ends = grouped(ds.group, rows)
+    return [order[s:e] for s, e in zip(starts, ends)]
 
 
 def _finish(ds: Dataset, keep: np.ndarray, removed: Counter, reason: str = "", merged=None) -> Pruning:
@@ -93,7 +91,7 @@ def prune_cap(ds: Dataset, keep: float, seed: int) -> Pruning:
     return _finish(ds, np.concatenate(kept), Counter(), f"over the cap of {low} programs per task")
 
 
-def _program_keys(ds: Dataset, decimals: int | None) -> np.ndarray:
+def program_keys(ds: Dataset, decimals: int | None) -> np.ndarray:
     """One hash per program of its token sequence, arguments rounded to ``decimals`` (None: exact)."""
     args = ds.args if decimals is None else np.round(ds.args, decimals)
     token_hash = (ds.kinds.astype(np.int64) * 1_000_003 + ds.cats.astype(np.int64) * 7919
@@ -126,7 +124,7 @@ def prune_dedup(ds: Dataset, keep: float, seed: int) -> Pruning:
     records (exact duplicates always merge), then sample the rest down to ``keep`` at random."""
     target = keep * len(ds)
     for decimals in (None, 2, 1, 0):
-        candidate = _merge_duplicates(ds, _program_keys(ds, decimals))
+        candidate = _merge_duplicates(ds, program_keys(ds, decimals))
         if decimals is not None and len(candidate[0]) < target:
             break  # this level merges more than may go: stay at the finer one
         kept, merged = candidate
@@ -344,6 +342,6 @@ def write_pruned(source: Path, ds: Dataset, pruning: Pruning, out: Path, strateg
         "source": str(source), "strategy": strategy, "keep": keep, "seed": seed, "records_in": len(ds),
         "records_kept": pruning.kept, "removed": dict(pruning.removed),
         "merged_duplicates": len(pruning.merged_latency)}})
-    new["counts"] = _counts(out, new)
+    new["counts"] = manifest_counts(out, new)
     atomic_write_text(out / MANIFEST, json.dumps(new, indent=1))
     return new

@@ -262,7 +262,7 @@ def demo_section(directory: Path) -> tuple[str, str]:
                      labels={**{c: column_label(c, op_cols) for c in op_cols}, "random_top1": "random top-1 (Σ)"}))
     took = f"<p>It took {duration(data['seconds'])} here" if "seconds" in data else "<p>"
     parts.append(reproduce(data.get("command"), f"{took}{', crosstune ' + esc(data['crosstune_version']) if data.get('crosstune_version') else ''}.</p>"))
-    return f"Does a cost model transfer to hardware it never saw?", "\n".join(parts)
+    return "Does a cost model transfer to hardware it never saw?", "\n".join(parts)
 
 
 def _winner(rows: list[dict], metric: str):

@@ -178,11 +178,9 @@ def similarity_of_datasets(paths: list[str | Path]) -> SimilarityMatrix:
 
 
 def write_heatmap(matrix: SimilarityMatrix, path: str | Path) -> None:
-    import matplotlib
+    from .plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     n = len(matrix.hardware)
     fig, ax = plt.subplots(figsize=(1.2 * n + 2.5, 1.1 * n + 1.5))
     image = ax.imshow(np.ma.masked_invalid(matrix.agreement), vmin=0.5, vmax=1.0, cmap="viridis")
@@ -196,11 +194,7 @@ def write_heatmap(matrix: SimilarityMatrix, path: str | Path) -> None:
     fig.colorbar(image, ax=ax, label="pairwise-order agreement")
     ax.set_title("device similarity on shared programs (* = noise ceiling)", fontsize=10)
     fig.tight_layout()
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)
 
 
 def write_json(matrix: SimilarityMatrix, path: str | Path) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 
 from .dataset import Dataset
 from .errors import CrosstuneError
+from .groups import rank_in_run, run_bounds
 from .records.operators import OP_KINDS
 
 SPLIT_KINDS = ("within-task", "by-task", "by-operator", "by-network", "by-hardware")
@@ -85,9 +86,9 @@ def make_split(ds: Dataset, kind: str, *, seed: int = 0, test_fraction: float = 
         group = ds.group[order]
         ranked = np.argsort(group, kind="stable")  # shuffled records, grouped
         sorted_group = group[ranked]
-        starts = np.flatnonzero(np.r_[True, sorted_group[1:] != sorted_group[:-1]])
-        sizes = np.diff(np.r_[starts, len(sorted_group)])
-        rank_in_group = np.arange(len(sorted_group)) - np.repeat(starts, sizes)
+        starts, ends = run_bounds(sorted_group)
+        sizes = ends - starts
+        rank_in_group = rank_in_run(sorted_group)
         n_test = np.where(sizes >= 2, np.maximum(1, np.round(sizes * test_fraction)), 0).astype(int)
         chosen = rank_in_group < np.repeat(n_test, sizes)
         test[order[ranked[chosen]]] = True
@@ -160,8 +161,8 @@ def sample_per_group(ds: Dataset, index: np.ndarray, fraction: float, seed: int)
     groups = ds.group[shuffled]
     order = np.argsort(groups, kind="stable")
     shuffled, groups = shuffled[order], groups[order]
-    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
-    sizes = np.diff(np.r_[starts, len(groups)])
-    rank = np.arange(len(groups)) - np.repeat(starts, sizes)
+    starts, ends = run_bounds(groups)
+    sizes = ends - starts
+    rank = rank_in_run(groups)
     keep = rank < np.repeat(np.maximum(1, np.round(sizes * fraction)).astype(int), sizes)
     return np.sort(shuffled[keep])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import time
 from collections.abc import Sequence
@@ -11,13 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
+from .atomic import write_text
 from .dataset import Dataset, load_dataset
 from .errors import CrosstuneError
 from .experiment import fit_model
 from .metrics import evaluate
-from .prune import STRATEGIES, _program_keys, apply_pruning, check_request, prune
+from .prune import STRATEGIES, apply_pruning, check_request, program_keys, prune
 from .reporting import write_json
 from .splits import SPLIT_KINDS, load_network_map, make_split
+from .plotting import pyplot, save_figure
 from .tables import format_table
 from .train import TrainConfig
 
@@ -134,25 +137,15 @@ def best_reduction(rows: list[dict], full_pca: float) -> dict | None:
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(path)
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(path, text.getvalue())
 
 
 def plot_prune_study(rows: list[dict], full: dict, path: Path, model_kind: str, test_hardware) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, metric, label in ((axes[0], "pca", "PCA on unseen hardware"), (axes[1], "top5", "top-5 (TLP's Σ form) on unseen hardware")):
         for strategy in sorted({r["strategy"] for r in rows if r["strategy"] != "full"}):
@@ -168,12 +161,11 @@ def plot_prune_study(rows: list[dict], full: dict, path: Path, model_kind: str, 
     axes[0].legend(fontsize=8)  # the left panel also carries the tolerance line
     fig.suptitle(f"Pruning study: {model_kind}, test hardware {', '.join(test_hardware)}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def leakage(ds: Dataset, train: np.ndarray, test: np.ndarray) -> dict:
-    keys = _program_keys(ds, None)
+    keys = program_keys(ds, None)
     return {
         "workload_keys_on_both_sides": len(set(ds.task[train].tolist()) & set(ds.task[test].tolist())),
         "identical_programs_on_both_sides": int(np.isin(keys[test], keys[train]).sum()),
@@ -221,7 +213,7 @@ def split_study(datasets: Sequence[str], model_kind: str, out: Path, test_hardwa
 
 
 def plot_split_study(rows: list[dict], path: Path, model_kind: str) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4))
     metrics = ("pca", "top1", "top5")
     width = 0.8 / len(metrics)
@@ -236,8 +228,7 @@ def plot_split_study(rows: list[dict], path: Path, model_kind: str) -> None:
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"How the split flatters {model_kind}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def parse_keeps(text: str) -> list[float]:

@@ -336,7 +336,6 @@ _ANSOR_PLAIN: dict[str, Callable[[list], Token]] = {
     "CI": _stage_only("compute_inline"), "CR": _stage_only("compute_root"),
 }
 _ANSOR_WITH_STRINGS = {"PR": _ansor_pr, "CHR": _ansor_chr, "CHW": _ansor_chw}
-ANSOR_STEP_KINDS = frozenset(_ANSOR_PLAIN) | frozenset(_ANSOR_WITH_STRINGS)
 
 UNKNOWN_TOKEN: Token = (KIND_ID["unknown"], 0, (0.0,) * NUM_ARGS)
 
@@ -381,7 +380,6 @@ _MS_SIMPLE = {
     "PadEinsum": "pad_einsum", "AddUnitLoop": "add_unit_loop", "Annotate": "annotate",
     "Unannotate": "unannotate", "Split": "split", "LoopPartition": "split",
 }
-MS_INSTRUCTION_KINDS = frozenset(_MS_SIMPLE) | MS_BOOKKEEPING
 
 _ANNOTATION_KIND = {
     "meta_schedule.parallel": "parallel",

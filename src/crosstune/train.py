@@ -29,6 +29,7 @@ from .atomic import staged_file, write_text
 from .dataset import Dataset
 from .errors import CrosstuneError
 from .features import Features, Normalizer, featurize
+from .groups import grouped
 from .losses import LOSSES
 from .metrics import validation_pca
 
@@ -95,12 +96,9 @@ def make_batches(group: np.ndarray, rows: np.ndarray, rng: np.random.Generator, 
         order = rng.permutation(rows)
         size = cfg.group_size * cfg.groups_per_batch
         return [order[i:i + size][None, :] for i in range(0, len(order), size)]
-    order = rows[rng.permutation(len(rows))]
-    order = order[np.argsort(group[order], kind="stable")]
-    g = group[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    order, starts, ends = grouped(group, rows[rng.permutation(len(rows))])
     chunks = []
-    for start, end in zip(starts, np.r_[starts[1:], len(order)]):
+    for start, end in zip(starts, ends):
         for s in range(start, end, cfg.group_size):
             if end - s >= 2:  # a single program has nothing to be ranked against
                 chunks.append(order[s:min(s + cfg.group_size, end)])

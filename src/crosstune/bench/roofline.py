@@ -104,10 +104,9 @@ def training_cost_per_sample(model, feats, rows: np.ndarray, device: str = "cpu"
 
 
 def plot_roofline(roof: Roofline, path, title: str) -> None:
-    import matplotlib
+    from ..plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     intensity = np.logspace(-2, 3, 200)
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
@@ -121,5 +120,4 @@ def plot_roofline(roof: Roofline, path, title: str) -> None:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)

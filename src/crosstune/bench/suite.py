@@ -61,10 +61,9 @@ def roofline_section(settings: BenchSettings, samples_per_s: float, out: Path) -
 
 
 def plot_convergence(results: list[dict], target: float, path: Path) -> None:
-    import matplotlib
+    from ..plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for run in results:
@@ -77,15 +76,13 @@ def plot_convergence(results: list[dict], target: float, path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_scaling(rows: list[dict], path: Path) -> None:
-    import matplotlib
+    from ..plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
     procs = [r["processes"] for r in rows]
@@ -98,8 +95,7 @@ def plot_scaling(rows: list[dict], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def run_suite(settings: BenchSettings, processes: list[int], concurrent_models: int = 0, roofline: bool = True,

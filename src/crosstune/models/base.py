@@ -135,10 +135,13 @@ class CostModel(ABC):
     @classmethod
     def load(cls, directory: str | Path) -> "CostModel":
         directory = Path(directory)
+        from .registry import model_class  # the registry lists the classes, so it is imported late
+
         config = read_config(directory)
-        if config["kind"] != cls.kind:
+        stored = model_class(config["kind"])  # a registered kind may share its class with another kind
+        if not issubclass(stored, cls):
             raise CrosstuneError(f"{directory}: holds a {config['kind']} model, not {cls.kind}")
-        return cls._read(directory, config)
+        return stored._read(directory, config)
 
 
 def check_model_out(directory: Path) -> None:

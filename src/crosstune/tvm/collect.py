@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ..atomic import write_bytes
 from ..dataset import atomic_write_text
 from ..errors import CrosstuneError
 from ..hardware.local import detect_local
@@ -166,9 +167,7 @@ def repair_database_file(path: Path) -> int:
             continue
     dropped = len(lines) - len(good)
     if dropped:
-        tmp = path.with_name(f".{path.name}.repair")
-        tmp.write_bytes(b"".join(good))
-        tmp.replace(path)
+        write_bytes(path, b"".join(good))
     return dropped
 
 

@@ -169,10 +169,9 @@ def tune_network(network: str, model_spec: str, trials: int, hardware_config: st
 
 
 def plot_curves(results: dict[str, TuneResult], path: Path, title: str) -> None:
-    import matplotlib
+    from ..plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for label, result in results.items():
@@ -195,8 +194,7 @@ def plot_curves(results: dict[str, TuneResult], path: Path, title: str) -> None:
                     va="center", transform=ax.transAxes)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def time_to_reach(result: TuneResult, latency_ms: float) -> float:
