@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .dataset import Dataset
+from .groups import grouped
 from .records.operators import OP_KINDS
 
 TOPK = (1, 5, 10)
@@ -76,13 +77,7 @@ def _group_slices(ds: Dataset, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def group_slices(ds: Dataset, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Record indices of ``mask`` sorted by group, with each group's start and end in that order."""
-    index = np.flatnonzero(mask)
-    group = ds.group[index]
-    order = np.argsort(group, kind="stable")
-    index, group = index[order], group[order]
-    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if len(group) else np.array([], int)
-    ends = np.r_[starts[1:], len(group)]
-    return index, starts, ends
+    return grouped(ds.group, np.flatnonzero(mask))
 
 
 def _per_group(ds: Dataset, index: np.ndarray, starts: np.ndarray, ends: np.ndarray, **values) -> GroupScores:
