@@ -14,6 +14,7 @@ import pytest
 from crosstune import tokens
 from crosstune.cli import main
 from crosstune.dataset import load_dataset, read_manifest
+from crosstune.records.operators import OP_KINDS
 from crosstune.errors import CrosstuneError
 from crosstune.records import ImportReport, read_records
 from crosstune.records.autotvm import sniff
@@ -133,7 +134,7 @@ def test_detection_mixes_formats_and_cli_import(tmp_path, roller, capsys):
     latency = table.column("latency").to_numpy()
     assert np.all(latency[np.isfinite(latency)] < 1.0)  # no 1e9 anywhere
     ds = load_dataset([out])
-    assert ds.valid.sum() == 6 and set(ds.op_kind_names()) == {"conv2d", "dense"}
+    assert ds.valid.sum() == 6 and {OP_KINDS[k] for k in ds.op_kind} == {"conv2d", "dense"}
     # an Ansor file beside AutoTVM logs is read by its own reader
     assert main(["import", str(ansor), str(src / "bert.log"), "--hardware", "k80", "--out", str(tmp_path / "mixed"),
                  "--quiet"]) == 0
