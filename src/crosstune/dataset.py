@@ -16,6 +16,8 @@ from __future__ import annotations
 import datetime as _dt
 import itertools
 import json
+import math
+import operator
 import os
 import uuid
 from collections.abc import Iterable, Sequence
@@ -63,6 +65,13 @@ SCHEMA = pa.schema([
 ])
 
 
+# Dictionary encoding pays for the repeated strings only; on the token and cost lists Parquet would
+# build a dictionary and then give it up, which took half of the write time. Statistics of list
+# columns are never used (nothing filters on them).
+_DICTIONARY_COLUMNS = [f.name for f in SCHEMA if pa.types.is_string(f.type)]
+_STATISTICS_COLUMNS = [f.name for f in SCHEMA if not pa.types.is_list(f.type)]
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write a file so that readers see the old or the new content, never a partial one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +117,8 @@ class _PartWriter:
         self.final_path = final_path
         self.tmp_path = final_path.with_name(f".{final_path.name}.tmp")
         final_path.parent.mkdir(parents=True, exist_ok=True)
-        self.writer = pq.ParquetWriter(self.tmp_path, SCHEMA, compression="lz4")
+        self.writer = pq.ParquetWriter(self.tmp_path, SCHEMA, compression="lz4", use_dictionary=_DICTIONARY_COLUMNS,
+                                       write_statistics=_STATISTICS_COLUMNS)
         self.rows = 0
         self._buffer: list[Record] = []
 
@@ -138,10 +148,11 @@ class _PartWriter:
             self.tmp_path.unlink(missing_ok=True)
 
 
-def _gather_tokens(records: Sequence[Record], lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _gather_tokens(records: Sequence[Record], programs: list[list[int]],
+                   lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Flat (kinds, cats, args) of all programs, gathered from the readers' token tables."""
     total = int(lengths.sum())
-    ids = np.fromiter(itertools.chain.from_iterable(r.program for r in records), dtype=np.int64, count=total)
+    ids = np.fromiter(itertools.chain.from_iterable(programs), dtype=np.int64, count=total)
     tables = {id(r.token_table): r.token_table for r in records}
     if len(tables) == 1:
         kinds, cats, args = next(iter(tables.values())).arrays()
@@ -157,54 +168,60 @@ def _gather_tokens(records: Sequence[Record], lengths: np.ndarray) -> tuple[np.n
     return out_k, out_c, out_a
 
 
-def _by_key(records: Sequence[Record], key) -> tuple[list[Record], pa.Array]:
-    """Records sharing ``key`` share column values: one representative per key and the index of
-    each record's representative (building Arrow columns from representatives is much cheaper than
-    from one Python object per record)."""
+def _codes(keys: Iterable) -> tuple[list, pa.Array]:
+    """Distinct keys in order of first appearance and each row's index into them. Records of one task
+    (or one file) share column values, so Arrow columns are built from the distinct values and
+    ``take``n, which is much cheaper than one Python object per record."""
     position: dict = {}
-    representatives: list[Record] = []
-    codes = []
-    for record in records:
-        k = key(record)
-        code = position.get(k)
-        if code is None:
-            code = position[k] = len(representatives)
-            representatives.append(record)
-        codes.append(code)
-    return representatives, pa.array(codes, pa.int32())
+    codes = [position.setdefault(k, len(position)) for k in keys]
+    return list(position), pa.array(codes, pa.int32())
+
+
+_get = operator.attrgetter
 
 
 def records_to_batch(records: Sequence[Record]) -> pa.RecordBatch:
-    lengths = np.fromiter((len(r.program) for r in records), dtype=np.int32, count=len(records))
+    programs = list(map(_get("program"), records))
+    lengths = np.fromiter(map(len, programs), dtype=np.int32, count=len(records))
     offsets = np.zeros(len(records) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    kinds, cats, args = _gather_tokens(records, lengths)
-    latency = [sum(r.costs) / len(r.costs) if r.error_no == 0 and r.costs else float("nan") for r in records]
-    # Task-level columns are shared by all records of one workload (same Operator object) and the
-    # per-file columns by all records of one file and target.
-    tasks, task_code = _by_key(records, lambda r: (id(r.operator), r.hardware))
-    files, file_code = _by_key(records, lambda r: (r.source_file, r.target, r.format))
+    kinds, cats, args = _gather_tokens(records, programs, lengths)
+    costs = list(map(_get("costs"), records))
+    error_no = np.fromiter(map(_get("error_no"), records), dtype=np.int16, count=len(records))
+    latency = [sum(c) / len(c) if c else math.nan for c in costs]
+    latency = np.where(error_no == 0, np.array(latency, dtype=np.float64), math.nan)
+    # Task-level columns are shared by all records of one workload (one Operator object per workload
+    # and reader) and the per-file columns by all records of one file and target.
+    operators = {id(r.operator): r.operator for r in records[:1]}
+    task_keys, task_code = _codes(zip(map(id, map(_get("operator"), records)), map(_get("hardware"), records),
+                                      map(_get("task_id"), records), map(_get("workload_key"), records)))
+    for r in records:  # rare: only the first record of each operator object is needed
+        if id(r.operator) not in operators:
+            operators[id(r.operator)] = r.operator
+    ops = [operators[k[0]] for k in task_keys]
+    file_keys, file_code = _codes(zip(map(_get("source_file"), records), map(_get("target"), records),
+                                      map(_get("format"), records)))
     columns = [
-        pa.array([r.record_id for r in records], pa.uint64()),
-        pa.array([r.hardware for r in tasks]).take(task_code),
-        pa.array([r.task_id for r in tasks]).take(task_code),
-        pa.array([r.workload_key for r in tasks]).take(task_code),
-        pa.array([r.operator.name for r in tasks]).take(task_code),
-        pa.array([r.operator.kind for r in tasks]).take(task_code),
-        pa.array([list(r.operator.args) for r in tasks], pa.list_(pa.float64())).take(task_code),
-        pa.array([r.operator.flops for r in tasks], pa.float64()).take(task_code),
-        pa.array([r.target for r in files]).take(file_code),
+        pa.array(list(map(_get("record_id"), records)), pa.uint64()),
+        pa.array([k[1] for k in task_keys], pa.string()).take(task_code),
+        pa.array([k[2] for k in task_keys], pa.string()).take(task_code),
+        pa.array([k[3] for k in task_keys], pa.string()).take(task_code),
+        pa.array([o.name for o in ops], pa.string()).take(task_code),
+        pa.array([o.kind for o in ops], pa.string()).take(task_code),
+        pa.array([list(o.args) for o in ops], pa.list_(pa.float64())).take(task_code),
+        pa.array([o.flops for o in ops], pa.float64()).take(task_code),
+        pa.array([k[1] for k in file_keys], pa.string()).take(file_code),
         pa.array(lengths, pa.int32()),
         pa.ListArray.from_arrays(pa.array(offsets), pa.array(kinds, pa.int8())),
         pa.ListArray.from_arrays(pa.array(offsets), pa.array(cats, pa.int16())),
         pa.ListArray.from_arrays(pa.array(offsets * tokens.NUM_ARGS), pa.array(args.reshape(-1), pa.float32())),
-        pa.array([r.costs for r in records], pa.list_(pa.float64())),
+        pa.array(costs, pa.list_(pa.float64())),
         pa.array(latency, pa.float64()),
-        pa.array([r.error_no for r in records], pa.int16()),
-        pa.array([r.timestamp for r in records], pa.float64()),
-        pa.array([r.source_file for r in files]).take(file_code),
-        pa.array([r.source_line for r in records], pa.int32()),
-        pa.array([r.format for r in files]).take(file_code),
+        pa.array(error_no, pa.int16()),
+        pa.array(list(map(_get("timestamp"), records)), pa.float64()),
+        pa.array([k[0] for k in file_keys], pa.string()).take(file_code),
+        pa.array(list(map(_get("source_line"), records)), pa.int32()),
+        pa.array([k[2] for k in file_keys], pa.string()).take(file_code),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
 
