@@ -55,3 +55,45 @@ def test_fast_line_parse_agrees_with_the_full_parse_on_odd_lines(roller):
     assert not isinstance(outcomes[len(lines)][0], str)
     assert sum(isinstance(a, str) for a, _ in outcomes) >= 4  # the bad lines were bad on both paths
     assert fast.report.unknown_categories == full.report.unknown_categories == {"warp.x": 1}
+
+
+def test_two_processes_write_the_same_dataset_as_one(tmp_path):
+    digest = dataset_digest(import_all(tmp_path, tmp_path / "ds", jobs=2))
+    assert digest == json.loads(GOLDEN.read_text())
+    assert not [p for p in (tmp_path / "ds").iterdir() if p.name.startswith(".")]  # scratch removed
+
+
+def test_strict_import_in_two_processes_stops_with_one_line(tmp_path, roller):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "src"
+    bad.mkdir()
+    for gpu in ("k80", "v100"):
+        (bad / f"{gpu}.json.gz").symlink_to(next((roller / gpu).iterdir()))
+    (bad / "z-broken.json").write_bytes(b'{"i": [[\n')
+    result = subprocess.run([sys.executable, "-m", "crosstune", "import", str(bad), "--hardware", "k80", "--out",
+                             str(tmp_path / "ds"), "--strict", "--jobs", "2", "--quiet"], capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "z-broken.json:1" in result.stderr
+    assert not (tmp_path / "ds" / "manifest.json").exists()
+    assert not [p for p in (tmp_path / "ds").rglob("*") if p.is_file()]  # nothing half-written left
+
+
+def test_id_set_keeps_first_occurrences_like_a_python_set():
+    import numpy as np
+
+    from crosstune.dataset import IdSet, new_rows
+
+    rng = np.random.default_rng(0)
+    seen, reference = IdSet(rng.integers(0, 5000, 300, dtype=np.uint64)), set()
+    reference.update(seen._levels[0].tolist())
+    for _ in range(40):
+        ids = rng.integers(0, 5000, int(rng.integers(1, 400)), dtype=np.uint64)
+        keep = new_rows(ids, seen)
+        expected = []
+        for i in ids.tolist():
+            expected.append(i not in reference)
+            reference.add(i)
+        assert keep.tolist() == expected
+    assert len(seen) == len(reference)

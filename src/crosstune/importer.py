@@ -30,15 +30,38 @@ def _with_progress(records: Iterator[Record], total_files: int, quiet: bool) -> 
 
 def import_sources(sources: Sequence[str | os.PathLike], hardware: str, out: str | os.PathLike,
                    hardware_spec: str | None = None, strict: bool = False, quiet: bool = True,
-                   provenance: dict | None = None) -> ImportResult:
+                   provenance: dict | None = None, jobs: int = 1) -> ImportResult:
     """Import every record file under ``sources`` (Ansor or MetaSchedule, detected per file) as
-    measurements of ``hardware`` into the dataset at ``out``."""
+    measurements of ``hardware`` into the dataset at ``out``; ``jobs`` > 1 reads the files in that
+    many processes (same dataset as one)."""
     spec = resolve(hardware, hardware_spec)
     report = ImportReport(strict=strict)
     files = list_record_files(sources, report)
+    if jobs > 1 and len(files) > 1:
+        return _import_parallel(files, spec, out, report, jobs, quiet, [str(s) for s in sources], provenance)
     records = read_records(sources, spec.name, report, files=files)
     return import_records(_with_progress(records, len(files), quiet), out, spec, report,
                           sources=[str(s) for s in sources], provenance=provenance)
+
+
+def _import_parallel(files, spec, out, report: ImportReport, jobs: int, quiet: bool, sources: list[str],
+                     provenance: dict | None) -> ImportResult:
+    from pathlib import Path
+
+    from .dataset import DatasetAppend
+    from .parallel_import import parallel_batches
+
+    append = DatasetAppend(out, spec, report)  # checks the dataset before any worker starts
+    bar = tqdm(unit=" rec", unit_scale=True, desc=f"importing {len(files)} file(s) in {jobs} processes",
+               mininterval=0.5, disable=quiet)
+    try:
+        with bar:
+            for batch in parallel_batches(files, spec.name, report, jobs, Path(out), on_shard=bar.update):
+                append.write(batch)
+    except BaseException:
+        append.abort()
+        raise
+    return append.commit(sources, provenance)
 
 
 def describe_report(report: ImportReport) -> list[str]:
