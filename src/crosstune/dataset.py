@@ -202,49 +202,41 @@ def _gather_tokens(records: Sequence[Record], programs: list[list[int]],
     return out_k, out_c, out_a
 
 
-def _codes(keys: Iterable) -> tuple[list, pa.Array]:
-    """Distinct keys in order of first appearance and each row's index into them. Records of one task
-    (or one file) share column values, so Arrow columns are built from the distinct values and
-    ``take``n, which is much cheaper than one Python object per record."""
-    position: dict = {}
-    codes = [position.setdefault(k, len(position)) for k in keys]
-    return list(position), pa.array(codes, pa.int32())
-
-
 _get = operator.attrgetter
 
 
+def _strings(records: Sequence[Record], name: str) -> pa.Array:
+    return pa.array(list(map(_get(name), records)), pa.string())
+
+
 def records_to_batch(records: Sequence[Record]) -> pa.RecordBatch:
+    n = len(records)
     programs = list(map(_get("program"), records))
-    lengths = np.fromiter(map(len, programs), dtype=np.int32, count=len(records))
-    offsets = np.zeros(len(records) + 1, dtype=np.int32)
+    lengths = np.fromiter(map(len, programs), dtype=np.int32, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     kinds, cats, args = _gather_tokens(records, programs, lengths)
     costs = list(map(_get("costs"), records))
-    error_no = np.fromiter(map(_get("error_no"), records), dtype=np.int16, count=len(records))
-    latency = [sum(c) / len(c) if c else math.nan for c in costs]
-    latency = np.where(error_no == 0, np.array(latency, dtype=np.float64), math.nan)
-    # Task-level columns are shared by all records of one workload (one Operator object per workload
-    # and reader) and the per-file columns by all records of one file and target.
-    operators = {id(r.operator): r.operator for r in records[:1]}
-    task_keys, task_code = _codes(zip(map(id, map(_get("operator"), records)), map(_get("hardware"), records),
-                                      map(_get("task_id"), records), map(_get("workload_key"), records)))
-    for r in records:  # rare: only the first record of each operator object is needed
-        if id(r.operator) not in operators:
-            operators[id(r.operator)] = r.operator
-    ops = [operators[k[0]] for k in task_keys]
-    file_keys, file_code = _codes(zip(map(_get("source_file"), records), map(_get("target"), records),
-                                      map(_get("format"), records)))
+    error_no = np.fromiter(map(_get("error_no"), records), dtype=np.int16, count=n)
+    latency = np.fromiter((sum(c) / len(c) if c else math.nan for c in costs), dtype=np.float64, count=n)
+    latency[error_no != 0] = math.nan
+    # Operator columns come from one representative per Operator object (readers share one per
+    # workload), taken by index: one Python object per task instead of one per record.
+    operators = list(map(_get("operator"), records))
+    _, first, task_code = np.unique(np.fromiter(map(id, operators), dtype=np.int64, count=n),
+                                    return_index=True, return_inverse=True)
+    ops = [operators[i] for i in first]
+    task_code = pa.array(task_code.astype(np.int32))
     columns = [
-        pa.array(list(map(_get("record_id"), records)), pa.uint64()),
-        pa.array([k[1] for k in task_keys], pa.string()).take(task_code),
-        pa.array([k[2] for k in task_keys], pa.string()).take(task_code),
-        pa.array([k[3] for k in task_keys], pa.string()).take(task_code),
+        pa.array(np.fromiter(map(_get("record_id"), records), dtype=np.uint64, count=n)),
+        _strings(records, "hardware"),
+        _strings(records, "task_id"),
+        _strings(records, "workload_key"),
         pa.array([o.name for o in ops], pa.string()).take(task_code),
         pa.array([o.kind for o in ops], pa.string()).take(task_code),
         pa.array([list(o.args) for o in ops], pa.list_(pa.float64())).take(task_code),
         pa.array([o.flops for o in ops], pa.float64()).take(task_code),
-        pa.array([k[1] for k in file_keys], pa.string()).take(file_code),
+        _strings(records, "target"),
         pa.array(lengths, pa.int32()),
         pa.ListArray.from_arrays(pa.array(offsets), pa.array(kinds, pa.int8())),
         pa.ListArray.from_arrays(pa.array(offsets), pa.array(cats, pa.int16())),
@@ -252,10 +244,10 @@ def records_to_batch(records: Sequence[Record]) -> pa.RecordBatch:
         pa.array(costs, pa.list_(pa.float64())),
         pa.array(latency, pa.float64()),
         pa.array(error_no, pa.int16()),
-        pa.array(list(map(_get("timestamp"), records)), pa.float64()),
-        pa.array([k[0] for k in file_keys], pa.string()).take(file_code),
-        pa.array(list(map(_get("source_line"), records)), pa.int32()),
-        pa.array([k[2] for k in file_keys], pa.string()).take(file_code),
+        pa.array(np.fromiter(map(_get("timestamp"), records), dtype=np.float64, count=n)),
+        _strings(records, "source_file"),
+        pa.array(np.fromiter(map(_get("source_line"), records), dtype=np.int32, count=n)),
+        _strings(records, "format"),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
 

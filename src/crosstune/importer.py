@@ -9,7 +9,7 @@ from tqdm import tqdm
 
 from .dataset import ImportResult, import_records
 from .hardware.registry import resolve
-from .records.canonical import ImportReport, Record
+from .records.canonical import ImportReport, Record, gc_paused
 from .records.detect import list_record_files, read_records
 
 
@@ -40,7 +40,8 @@ def import_sources(sources: Sequence[str | os.PathLike], hardware: str, out: str
     if jobs > 1 and len(files) > 1:
         return _import_parallel(files, spec, out, report, jobs, quiet, [str(s) for s in sources], provenance)
     records = read_records(sources, spec.name, report, files=files)
-    return import_records(_with_progress(records, len(files), quiet), out, spec, report,
+    with gc_paused():
+        return import_records(_with_progress(records, len(files), quiet), out, spec, report,
                           sources=[str(s) for s in sources], provenance=provenance)
 
 

@@ -124,7 +124,8 @@ class AnsorReader:
 
         Steps are separated by '], ["' and nothing inside a step is: nested lists hold numbers, and a
         '"' inside a JSON string is escaped. A piece cut wrongly would hold an unclosed '[' and fail
-        to parse, which sends the line to the full parse."""
+        to parse, which sends the line to the full parse. A second "i" key can only be outside the
+        step list (inside it, "i" would be a list element, not a key), so only the rest is searched."""
         begin = line.find(b'[[], [["')
         if begin < 0:
             return None
@@ -132,7 +133,7 @@ class AnsorReader:
         if end <= begin:
             return None
         first = line.find(b'"i"')
-        if line.find(b'"i"', first + 3) >= 0:
+        if line.find(b'"i"', first + 3, begin) >= 0 or line.find(b'"i"', end) >= 0:
             return None  # a second "i" key: which one counts is the full parser's business
         return line[:begin + 5] + b"[]" + line[end + 2:], line[begin + 8:end].split(b'], ["')
 
