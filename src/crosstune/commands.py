@@ -129,6 +129,11 @@ def _train_args(p: argparse.ArgumentParser) -> Handler:
     _add_train_args(p)
     p.add_argument("--out", required=True, metavar="MODEL_DIR")
     p.add_argument("--resume", action="store_true", help="continue an interrupted training from its checkpoint")
+    p.add_argument("--stream", action="store_true",
+                   help="stream batches from the dataset files instead of loading every record (bounded memory; "
+                        "automatic above 20 million records)")
+    p.add_argument("--shuffle-buffer", type=int, default=200_000, metavar="RECORDS",
+                   help="--stream: records shuffled together (default 200000)")
 
     def run(args: argparse.Namespace) -> int:
         from pathlib import Path
@@ -143,6 +148,13 @@ def _train_args(p: argparse.ArgumentParser) -> Handler:
         _check_arch(args, [args.model])
         cfg = _train_config(args, args.model)
         cfg.check()
+        from . import streaming
+
+        if args.stream or streaming.total_records(args.datasets) > streaming.AUTO_STREAM_RECORDS:
+            print(streaming.train_command(args.datasets, args.model, cfg, Path(args.out), args.split,
+                                          args.test_hardware, args.test_fraction, args.shuffle_buffer, args.resume,
+                                          not args.quiet))
+            return 0
         ds = load_dataset(args.datasets)
         split, few_shot = _split_options(args).make(ds, args.seed)
         print(f"{args.split}: {split.description}; train {len(split.train)} records (+{len(few_shot)} few-shot), "
