@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from crosstune.models import create_model
-from crosstune.streaming import TRAIN, StreamSource, epoch_batches, make_stream_split, train_streaming
+from crosstune.streaming import TRAIN, StreamSource, epoch_buffers, make_stream_split, train_streaming
 from crosstune.train import TrainConfig
 
 SMALL = {"d_model": 16, "layers": 1, "heads": 2}
@@ -39,14 +39,15 @@ def test_every_training_record_is_seen_once_per_epoch_with_a_tiny_buffer(tiny_da
     orders = []
     for epoch in range(2):
         seen = []
-        for item in epoch_batches(source, split, cfg, epoch, buffer_records=50):
-            rows = item.batch[item.batch >= 0]
-            assert item.batch.shape[1] == 8 and len(item.dataset) <= 50 + source.n_groups  # buffer + lone records waiting
-            groups = np.asarray(item.dataset.group)
-            for chunk in item.batch:  # a chunk holds programs of one task on one hardware
-                chunk = chunk[chunk >= 0]
-                assert len(set(groups[chunk].tolist())) == 1
-            seen.append(item.dataset.record_id[rows])
+        for buffer in epoch_buffers(source, split, cfg, epoch, buffer_records=50):
+            assert len(buffer.dataset) <= 50 + source.n_groups  # the buffer + lone records waiting
+            groups = np.asarray(buffer.dataset.group)
+            for batch in buffer.batches:
+                assert batch.shape[1] == 8
+                for chunk in batch:  # a chunk holds programs of one task on one hardware
+                    chunk = chunk[chunk >= 0]
+                    assert len(set(groups[chunk].tolist())) == 1
+                seen.append(buffer.dataset.record_id[batch[batch >= 0]])
         seen = np.concatenate(seen)
         assert len(seen) == len(np.unique(seen)) == len(expected)
         assert set(seen.tolist()) == set(expected.tolist())

@@ -42,17 +42,15 @@ def _import_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--strict", action="store_true", help="stop at the first bad line instead of skipping it")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="read the files in N processes (default: the cores this process may use); "
-                        "the dataset is the same for any N")
+                   help="read the files in N processes (default: the cores this process may use, once the "
+                        "files pass 16 MiB); the dataset is the same for any N")
 
     def run(args: argparse.Namespace) -> int:
         from .importer import describe_report, import_sources
-        from .parallel_import import default_jobs
-
         if args.jobs is not None and args.jobs < 1:
             raise CrosstuneError("--jobs must be at least 1")
         result = import_sources(args.sources, args.hardware, args.out, args.hardware_spec, args.strict, args.quiet,
-                                jobs=args.jobs or default_jobs())
+                                jobs=args.jobs)
         report = result.report
         print(f"{result.path}: +{result.added} records of {result.hardware} "
               f"({report.lines} lines in {report.files} file(s); {report.failed_measurements} failed "

@@ -320,10 +320,12 @@ def _statistics(source: StreamSource, split: StreamSplit, seed: int,
 # ---------------------------------------------------------------------------------------------------
 
 @dataclass
-class StreamBatch:
+class StreamBuffer:
+    """One fill of the shuffle buffer and the batches cut from it."""
+
     dataset: Dataset  # the buffer's records
     labels: np.ndarray  # per buffer record
-    batch: np.ndarray  # (chunks, group_size) row indices into ``dataset``, -1 = padding
+    batches: list[np.ndarray]  # each (chunks, group_size): row indices into ``dataset``, -1 = padding
 
 
 def _chunks(group: np.ndarray, rows: np.ndarray, rng: np.random.Generator, size: int) -> list[np.ndarray]:
@@ -340,15 +342,15 @@ def _chunks(group: np.ndarray, rows: np.ndarray, rng: np.random.Generator, size:
     return chunks
 
 
-def epoch_batches(source: StreamSource, split: StreamSplit, cfg: TrainConfig, epoch: int,
-                  buffer_records: int) -> Iterator[StreamBatch]:
+def epoch_buffers(source: StreamSource, split: StreamSplit, cfg: TrainConfig, epoch: int,
+                  buffer_records: int) -> Iterator[StreamBuffer]:
     """The batches of one epoch (see the module docstring); deterministic for (seed, epoch). The
     buffer holds at most ``buffer_records`` records plus the lone records waiting for a partner (at
     most one per group)."""
     rng = np.random.default_rng(cfg.seed * 1_000_003 + epoch)
     state = {"waiting": [], "rows": 0, "carried": None}
 
-    def flush(last: bool) -> Iterator[StreamBatch]:
+    def flush(last: bool) -> Iterator[StreamBuffer]:
         tables = ([state["carried"]] if state["carried"] is not None else []) + state["waiting"]
         state["waiting"], state["rows"], state["carried"] = [], 0, None
         if not tables:
@@ -364,14 +366,17 @@ def epoch_batches(source: StreamSource, split: StreamSplit, cfg: TrainConfig, ep
             return
         chunks = _chunks(group, rows, rng, cfg.group_size)
         chunks = [chunks[i] for i in rng.permutation(len(chunks))]
-        dataset = source.dataset(buffer)
         labels = source.labels(buffer, group)
+        batches = []
         for i in range(0, len(chunks), cfg.groups_per_batch):
             part = chunks[i:i + cfg.groups_per_batch]
             matrix = np.full((len(part), cfg.group_size), -1, dtype=np.int64)
             for j, chunk in enumerate(part):
                 matrix[j, :len(chunk)] = chunk
-            yield StreamBatch(dataset, labels, matrix)
+            batches.append(matrix)
+        dataset = source.dataset(buffer)
+        del buffer, chunks, group
+        yield StreamBuffer(dataset, labels, batches)
 
     for index in rng.permutation(len(source.row_groups)):
         table = source.read(source.row_groups[index])
@@ -392,10 +397,10 @@ def epoch_batches(source: StreamSource, split: StreamSplit, cfg: TrainConfig, ep
 def train_streaming(model, datasets: Sequence[str | Path], cfg: TrainConfig, split_kind: str = "by-hardware",
                     test_hardware: Sequence[str] = (), test_fraction: float = 0.2,
                     buffer_records: int = DEFAULT_BUFFER, checkpoint_dir: Path | None = None, resume: bool = False,
-                    progress: bool = True, max_batches: int | None = None, on_batch=None) -> dict:
+                    progress: bool = True, max_batches: int | None = None, on_buffer=None) -> dict:
     """Fit ``model`` (a NeuralCostModel) on ``datasets`` streamed from disk; leaves it holding its
-    best-validated weights. ``on_batch(StreamBatch)`` sees every batch (tests count records with it);
-    ``max_batches`` stops each epoch early (benchmarks)."""
+    best-validated weights. ``on_buffer(StreamBuffer)`` sees every buffer; ``max_batches`` stops
+    each epoch early (benchmarks)."""
     cfg.check()
     if buffer_records < 2:
         raise CrosstuneError("--shuffle-buffer must be at least 2 records")
@@ -440,29 +445,33 @@ def train_streaming(model, datasets: Sequence[str | Path], cfg: TrainConfig, spl
             group["lr"] = cfg.lr * 0.5 * (1 + np.cos(np.pi * epoch / max(1, cfg.epochs)))
         net.train()
         loss_sum, samples, batches = 0.0, 0, 0
-        feats_of: tuple[int, object] | None = None
-        for item in epoch_batches(source, split, cfg, epoch, buffer_records):
-            if max_batches is not None and batches >= max_batches:
+        stop = False
+        for buffer in epoch_buffers(source, split, cfg, epoch, buffer_records):
+            if on_buffer is not None:
+                on_buffer(buffer)
+            feats = featurize(buffer.dataset, model.normalizer)
+            labels = torch.from_numpy(buffer.labels)
+            for batch in buffer.batches:
+                if max_batches is not None and batches >= max_batches:
+                    stop = True
+                    break
+                flat = batch[batch >= 0]
+                scores = net(**model.batch_tensors(feats, flat, device))
+                label_matrix = torch.zeros(batch.shape, dtype=torch.float32)
+                label_matrix[torch.from_numpy(batch >= 0)] = labels[flat]
+                loss = loss_fn(_scores_matrix(scores, batch), label_matrix.to(device),
+                               torch.from_numpy(batch >= 0).to(device))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+                optimizer.step()
+                loss_sum += float(loss.detach()) * len(flat)
+                samples += len(flat)
+                batches += 1
+            del feats, labels, buffer  # this buffer's memory goes before the next one is filled
+            if stop:
                 break
-            if on_batch is not None:
-                on_batch(item)
-            if feats_of is None or feats_of[0] != id(item.dataset):
-                feats_of = (id(item.dataset), featurize(item.dataset, model.normalizer), item.dataset)
-            feats = feats_of[1]
-            batch = item.batch
-            flat = batch[batch >= 0]
-            scores = net(**model.batch_tensors(feats, flat, device))
-            label_matrix = torch.zeros(batch.shape, dtype=torch.float32)
-            label_matrix[torch.from_numpy(batch >= 0)] = torch.from_numpy(item.labels[flat])
-            loss = loss_fn(_scores_matrix(scores, batch), label_matrix.to(device), torch.from_numpy(batch >= 0).to(device))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-            optimizer.step()
-            loss_sum += float(loss.detach()) * len(flat)
-            samples += len(flat)
-            batches += 1
         seconds = time.perf_counter() - started
         mean_loss = loss_sum / max(samples, 1)
         valid_pca = float("nan")

@@ -36,6 +36,8 @@ _VERSION = re.compile(r"^v0\.[1-6]$")
 _CACHE_LIMIT = 500_000
 _INF = float("inf")
 _blake8 = functools.partial(hashlib.blake2b, digest_size=8)
+_NUMBER_TYPES = (int, float)
+_FLOAT_ONLY = {float}
 _GOOD_VERSIONS = frozenset(f"v0.{minor}" for minor in range(1, 7))
 
 
@@ -108,7 +110,7 @@ class AnsorReader:
         split = self._split_steps(line)
         if split is not None:
             try:
-                return self._record(line, orjson.loads(split[0]), split[1], source, line_no)
+                return self._record_fast(line, orjson.loads(split[0]), split[1], source, line_no)
             except (BadLine, orjson.JSONDecodeError, _NotFast):
                 pass
         try:
@@ -136,6 +138,34 @@ class AnsorReader:
         if line.find(b'"i"', first + 3, begin) >= 0 or line.find(b'"i"', end) >= 0:
             return None  # a second "i" key: which one counts is the full parser's business
         return line[:begin + 5] + b"[]" + line[end + 2:], line[begin + 8:end].split(b'], ["')
+
+    def _record_fast(self, line: bytes, obj, pieces: list[bytes], source: str, line_no: int) -> Record:
+        """The common case only (a successful measurement of a known workload, float costs, the usual
+        structure); anything else raises _NotFast, and :meth:`_record` decides it."""
+        try:
+            (inp, state), result = obj["i"], obj["r"]
+            version = obj.get("v")
+            workload_key, target = inp[0], inp[1]
+            costs, error_no, timestamp = result[0], result[1], result[3]
+            steps = state[1]
+        except Exception:
+            raise _NotFast from None
+        if (steps != [] or error_no != 0 or type(error_no) is not int or type(costs) is not list or not costs
+                or (version is not None and (type(version) is not str or version not in _GOOD_VERSIONS))
+                or type(timestamp) not in _NUMBER_TYPES):
+            raise _NotFast
+        task = self._operators.get(workload_key) if type(workload_key) is str else None
+        if task is None or task.__class__ is str:
+            raise _NotFast
+        try:
+            if not (0.0 < min(costs) and max(costs) < _INF) or set(map(type, costs)) != _FLOAT_ONLY:
+                raise _NotFast
+        except TypeError:
+            raise _NotFast from None
+        record_id = int.from_bytes(_blake8(line).digest(), "little") ^ self._hardware_hash
+        return Record(record_id, self.hardware, workload_key, task[0], task[1], str(target),
+                      self._tokenize(pieces, None), self.token_table, costs, 0, float(timestamp), source, line_no,
+                      FORMAT)
 
     def _record(self, line: bytes, obj, pieces: list[bytes] | None, source: str, line_no: int) -> Record:
         if not isinstance(obj, dict) or "i" not in obj or "r" not in obj:
