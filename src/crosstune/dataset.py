@@ -399,6 +399,8 @@ def _counts(root: Path, manifest: dict) -> dict:
             op_names, op_codes = _dictionary(pa.chunked_array([batch.column("op_kind")]))
             for code, n in enumerate(np.bincount(op_codes, minlength=len(op_names))):
                 per_op[op_names[code]] = per_op.get(op_names[code], 0) + int(n)
+    if not records:
+        return {"records": 0}
     lengths = np.arange(len(seq_hist))
     return {
         "records": records,
