@@ -70,7 +70,8 @@ def child_import(sources: list[str], out: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "roller-ansor"))
+    shared = os.environ.get("CROSSTUNE_SHARED_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--data", default=str(Path(shared) / "roller-ansor"))
     parser.add_argument("--cores", default="0", help="CPU ids to pin to, comma-separated ('' = no pinning)")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -118,7 +119,8 @@ def run_child(kind: str, work: Path, jobs: int, train_batches: int | None) -> di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", default="1000000,10000000", help="comma-separated dataset sizes")
-    parser.add_argument("--data", default=str(HERE.parents[1] / "shared" / "data" / "roller-ansor"))
+    shared = os.environ.get("CROSSTUNE_SHARED_DATA", str(HERE.parents[1] / "shared" / "data"))
+    parser.add_argument("--data", default=str(Path(shared) / "roller-ansor"))
     parser.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed after)")
     parser.add_argument("--jobs", type=int, default=1, help="import processes")
     parser.add_argument("--train-batches", type=int, default=None,
