@@ -18,7 +18,7 @@ from pathlib import Path
 from . import __version__
 from .cli_registry import COMMANDS, Handler, command
 from .errors import CrosstuneError
-from .options import HelpFormatter, Parser
+from .options import POSITIVE_INT, HelpFormatter, Parser
 from .tables import plural
 
 
@@ -37,6 +37,9 @@ def _import_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--strict", action="store_true",
                    help="stop at the first bad line instead of skipping it (a new dataset is then not created)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--jobs", type=POSITIVE_INT, default=None, metavar="N",
+                   help="read the files in N processes (default: the cores this process may use, once the "
+                        "files pass 16 MiB); the dataset is the same for any N")
 
     def run(args: argparse.Namespace) -> int:
         from .importer import describe_report, import_sources
@@ -48,7 +51,7 @@ def _import_args(p: argparse.ArgumentParser) -> Handler:
             verify_dataset(out.path)  # adding to a damaged dataset would fail half-way or hide the damage
         with out:
             result = import_sources(args.sources, args.hardware, args.out, args.hardware_spec, args.strict, args.quiet,
-                                    codegen_isa=args.codegen_isa)
+                                    codegen_isa=args.codegen_isa, jobs=args.jobs)
             report = result.report
             if result.added == 0 and out.mode == "new":
                 # an empty dataset is a mistake (wrong folder, wrong format): say so, and leave no folder

@@ -210,6 +210,11 @@ def _train_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--out", required=True, metavar="MODEL_DIR", help="folder for the trained model")
     p.add_argument("--resume", action="store_true", help="continue an interrupted training from its checkpoint")
     _add_overwrite(p, "model")
+    p.add_argument("--stream", action="store_true",
+                   help="stream batches from the dataset files instead of loading every record (bounded memory; "
+                        "automatic above 20 million records)")
+    p.add_argument("--shuffle-buffer", type=POSITIVE_INT, default=200_000, metavar="RECORDS",
+                   help="with --stream: records shuffled together")
 
     def run(args: argparse.Namespace) -> int:
         from pathlib import Path
@@ -222,6 +227,14 @@ def _train_args(p: argparse.ArgumentParser) -> Handler:
         cfg = _train_config(args, args.model)
         out = claim_folder(args.out, "model", overwrite=args.overwrite, resume=args.resume, resumable=True,
                            inputs=tuple(args.datasets))
+        from . import streaming
+
+        if args.stream or streaming.total_records(args.datasets) > streaming.AUTO_STREAM_RECORDS:
+            with out:
+                print(streaming.train_command(args.datasets, args.model, cfg, Path(args.out), args.split,
+                                              args.test_hardware, args.test_fraction, args.shuffle_buffer,
+                                              args.resume, not args.quiet))
+            return 0
         ds = load_dataset(args.datasets)
         split, few_shot = _split_options(args).make(ds, args.seed)
         print(f"{args.split}: {split.description}; train {len(split.train)} records (+{len(few_shot)} few-shot), "

@@ -11,7 +11,8 @@ from tqdm import tqdm
 
 from .dataset import ImportResult, import_records
 from .hardware.registry import HardwareSpec, resolve, with_codegen
-from .records.canonical import ImportReport, Record
+from .records.canonical import ImportReport, Record, gc_paused
+from .records import autotvm
 from .records.detect import list_record_files, read_records
 from .tables import plural
 
@@ -69,19 +70,66 @@ def _with_progress(records: Iterator[Record], files: Sequence[Path], report: Imp
 
 def import_sources(sources: Sequence[str | os.PathLike], hardware: str, out: str | os.PathLike,
                    hardware_spec: str | HardwareSpec | None = None, strict: bool = False, quiet: bool = True,
-                   provenance: dict | None = None, codegen_isa: str | None = None) -> ImportResult:
+                   provenance: dict | None = None, codegen_isa: str | None = None,
+                   jobs: int | None = 1) -> ImportResult:
     """Import every record file under ``sources`` (Ansor, MetaSchedule or AutoTVM, detected per file) as
     measurements of ``hardware`` into the dataset at ``out``. ``hardware_spec``: a descriptor file, or the
     descriptor itself; ``codegen_isa`` says what the measured code was compiled for where that differs
-    from the chip (see :func:`hardware.registry.with_codegen`)."""
+    from the chip (see :func:`hardware.registry.with_codegen`). ``jobs`` > 1 reads the files in that many
+    processes (same dataset as one); None chooses (:func:`auto_jobs`)."""
     spec = hardware_spec if isinstance(hardware_spec, HardwareSpec) else resolve(hardware, hardware_spec)
     if codegen_isa:
         spec = with_codegen(spec, codegen_isa)
     report = ImportReport(strict=strict)
     files = list_record_files(sources, report)
+    if jobs is None:
+        jobs = auto_jobs(files)
+    # AutoTVM repeats are merged across all files of an import: one process sees them all.
+    if jobs > 1 and len(files) > 1 and not any(autotvm.sniff(path) for path in files):
+        return _import_parallel(files, spec, out, report, jobs, quiet, [str(s) for s in sources], provenance)
     records = read_records(sources, spec.name, report, files=files)
-    return import_records(_with_progress(records, files, report, quiet), out, spec, report,
-                          sources=[str(s) for s in sources], provenance=provenance)
+    with gc_paused():
+        return import_records(_with_progress(records, files, report, quiet), out, spec, report,
+                              sources=[str(s) for s in sources], provenance=provenance)
+
+
+_PARALLEL_BYTES = 16 << 20
+
+
+def auto_jobs(files) -> int:
+    """Every core this process may use, once the files are large enough (16 MiB) to repay starting
+    the worker processes; one process below that."""
+    from .parallel_import import default_jobs
+
+    size = 0
+    for path in files:
+        try:
+            size += path.stat().st_size
+        except OSError:
+            pass  # reported when it is read
+        if size >= _PARALLEL_BYTES:
+            return default_jobs()
+    return 1
+
+
+def _import_parallel(files, spec, out, report: ImportReport, jobs: int, quiet: bool, sources: list[str],
+                     provenance: dict | None) -> ImportResult:
+    from pathlib import Path
+
+    from .dataset import DatasetAppend
+    from .parallel_import import parallel_batches
+
+    append = DatasetAppend(out, spec, report)  # checks the dataset before any worker starts
+    bar = tqdm(unit=" rec", unit_scale=True, desc=f"importing {len(files)} file(s) in {jobs} processes",
+               mininterval=0.5, disable=quiet)
+    try:
+        with bar:
+            for batch in parallel_batches(files, spec.name, report, jobs, Path(out), on_shard=bar.update):
+                append.write(batch)
+    except BaseException:
+        append.abort()
+        raise
+    return append.commit(sources, provenance)
 
 
 def describe_report(report: ImportReport) -> list[str]:
