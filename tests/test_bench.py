@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
@@ -14,6 +16,8 @@ from safetensors.torch import load_file
 
 from crosstune.bench.mlperf import RULESET, BenchSettings, parse_log, run_bench, summarize
 
+pytestmark = pytest.mark.slow  # MLPerf-style runs and torchrun: seconds each
+
 HERE = Path(__file__).parent
 
 
@@ -22,6 +26,7 @@ def _torchrun(args, env=None, timeout=600):
                           capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
+@pytest.mark.ddp
 def test_two_ranks_end_with_identical_weights(tmp_path, tiny_dataset):
     result = _torchrun([str(HERE / "ddp_train.py"), str(tiny_dataset), str(tmp_path)])
     assert result.returncode == 0, result.stderr[-3000:]
@@ -30,6 +35,7 @@ def test_two_ranks_end_with_identical_weights(tmp_path, tiny_dataset):
     assert all(torch.equal(rank0[k], rank1[k]) for k in rank0)
 
 
+@pytest.mark.ddp
 def test_a_dying_rank_stops_the_others_without_hanging(tmp_path, tiny_dataset):
     # A hang shows as subprocess.TimeoutExpired (the test fails); no wall-clock assertion beyond that.
     result = _torchrun([str(HERE / "ddp_train.py"), str(tiny_dataset), str(tmp_path)],

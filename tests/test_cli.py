@@ -31,6 +31,7 @@ def test_import_and_info_on_real_records(tmp_path, small_roller, capsys):
     assert "records: 4000" in text and "matmul" in text and "program length" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, message", [
     (["import", "/no/such/dir", "--hardware", "k80", "--out", "x"], "no such file"),
     (["import", "README.md", "--hardware", "quantum-9000", "--out", "x"], "unknown hardware"),
@@ -44,6 +45,7 @@ def test_user_mistakes_exit_2_without_traceback(argv, message):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_train_then_eval_json(tmp_path, small_dataset, capsys):
     model = tmp_path / "model"
     assert main(["train", str(small_dataset), "--model", "xgb", "--split", "by-hardware", "--test-hardware", "v100",
@@ -57,6 +59,7 @@ def test_train_then_eval_json(tmp_path, small_dataset, capsys):
     assert "v100" in printed and "top-1 mean" in printed and "floor" in printed and "random floor" in printed.lower()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch, message", [
     ("d_model=33", "must be even and a multiple of heads"),
     ("colour=blue", "is not a setting of crossfeat"),
@@ -71,6 +74,7 @@ def test_bad_architecture_settings_are_refused_before_training(arch, message, tm
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_architecture_settings_reach_the_saved_model(tmp_path, small_dataset, capsys):
     model = tmp_path / "small"
     assert main(["train", str(small_dataset), "--test-hardware", "v100", "--epochs", "1", "--quiet",
@@ -81,6 +85,7 @@ def test_architecture_settings_reach_the_saved_model(tmp_path, small_dataset, ca
     assert "v100" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra, message", [
     (["--split", "by-hardwre"], "invalid choice: 'by-hardwre'"),
     (["--split", "by-hardware", "--test-hardware", "v1000"], "not v1000"),
@@ -96,6 +101,7 @@ def test_bench_checks_its_split_before_starting_workers(extra, message, tmp_path
     assert not out.exists() or not any(out.glob("*.log"))  # no run was started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", [["--epochs", "3"], ["--loss", "mse"], ["--lr", "0.01"], ["--resume"]])
 def test_xgb_refuses_training_options_it_cannot_honour(option, tmp_path):
     result = subprocess.run([sys.executable, "-m", "crosstune", "train", "/no/such/dataset", "--model", "xgb",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 import numpy as np
@@ -9,6 +11,8 @@ import numpy as np
 from crosstune.data import bundled_dataset
 from crosstune.dataset import load_dataset, read_manifest
 from crosstune.demo import run_demo
+
+pytestmark = pytest.mark.slow
 
 
 def test_bundled_dataset_is_real_small_and_documented():

@@ -3,6 +3,8 @@ several, with memory that does not grow with the size of a file."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from import_digest import GOLDEN, dataset_digest, import_all
@@ -66,11 +68,13 @@ def test_fast_line_parse_agrees_with_the_full_parse_on_odd_lines(roller):
     assert fast.report.unknown_categories == full.report.unknown_categories == {"warp.x": 1}
 
 
+@pytest.mark.slow
 def test_two_processes_write_the_same_dataset_as_one(tmp_path):
     assert_matches_golden(dataset_digest(import_all(tmp_path, tmp_path / "ds", jobs=2)))
     assert not [p for p in (tmp_path / "ds").iterdir() if p.name.startswith(".")]  # scratch removed
 
 
+@pytest.mark.slow
 def test_strict_import_in_two_processes_stops_with_one_line(tmp_path, roller):
     import subprocess
     import sys

@@ -13,6 +13,8 @@ import pytest
 
 import crosstune
 
+pytestmark = pytest.mark.slow  # one fresh interpreter per module
+
 HAS_TVM = importlib.util.find_spec("tvm") is not None
 
 

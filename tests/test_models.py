@@ -20,6 +20,8 @@ from crosstune.models import BASELINE_KINDS, MODEL_KINDS, FitOptions, create_mod
 from crosstune.splits import holdout_groups
 from crosstune.train import TrainConfig, TrainHooks
 
+pytestmark = pytest.mark.slow  # trains every model kind
+
 LEARNED_KINDS = [k for k in MODEL_KINDS if k not in BASELINE_KINDS]  # baselines: tests/test_baselines.py
 
 

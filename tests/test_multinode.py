@@ -13,6 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+pytestmark = [pytest.mark.ddp, pytest.mark.slow]
+
 HERE = Path(__file__).parent
 
 

@@ -23,6 +23,7 @@ def ds(small_dataset):
     return load_dataset([small_dataset])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", [0.3, 0.8])
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_strategies_are_deterministic_and_near_the_requested_size(ds, strategy, keep):
@@ -69,6 +70,7 @@ def test_bad_prune_requests(small_dataset, tmp_path, capsys, argv, message):
     assert re.search(message, capsys.readouterr().err)
 
 
+@pytest.mark.slow
 def test_prune_study_resumes_and_redoes(tmp_path, tiny_dataset):
     out, cfg = tmp_path / "study", TrainConfig(epochs=1)
     first = prune_study([str(tiny_dataset)], ["v100"], "xgb", [1.0, 0.5], out, ["random"], cfg, print_fn=lambda *_: None)
@@ -85,6 +87,7 @@ def test_prune_study_resumes_and_redoes(tmp_path, tiny_dataset):
         prune_study([str(tiny_dataset)], ["v100"], "xgb", [1.0, 0.5], out, ["random"], cfg, seeds=2, resume=True)
 
 
+@pytest.mark.slow
 def test_prune_study_and_report(tmp_path, tiny_dataset):
     small_dataset = tiny_dataset
     out = tmp_path / "study"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import signal
@@ -15,6 +17,8 @@ import pyarrow as pa
 from crosstune.models import create_model
 from crosstune.streaming import TRAIN, StreamSource, epoch_buffers, make_stream_split, train_streaming
 from crosstune.train import TrainConfig
+
+pytestmark = pytest.mark.slow
 
 SMALL = {"d_model": 16, "layers": 1, "heads": 2}
 

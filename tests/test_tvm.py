@@ -19,6 +19,8 @@ from crosstune.errors import CrosstuneError
 from crosstune.tvm.collect import CollectSettings, collect
 from crosstune.tvm.measure import RpcSettings
 
+pytestmark = [pytest.mark.tvm, pytest.mark.slow]
+
 
 def _free_port() -> int:
     with socket.socket() as s:
