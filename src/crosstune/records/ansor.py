@@ -53,6 +53,29 @@ def open_lines(path: Path) -> Iterator[bytes]:
             yield from stream
 
 
+def record_lines(path: Path, report: ImportReport) -> Iterator[tuple[int, bytes]]:
+    """(line number, stripped line) of every record line of a file, for every reader: blank and comment
+    lines passed over, lines and files counted in ``report``. A gzip stream cut short keeps everything read
+    before the cut (reported with the line it stopped at); a file with no record line is reported."""
+    source = str(path)
+    report.files += 1
+    line_no = 0
+    seen_content = False
+    try:
+        for line_no, line in enumerate(open_lines(path), start=1):
+            stripped = line.strip()
+            if not stripped or stripped.startswith(b"#"):
+                continue
+            seen_content = True
+            report.lines += 1
+            yield line_no, stripped
+    except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as err:
+        report.skip(f"file cut short or unreadable ({type(err).__name__})", source, line_no + 1)
+        return
+    if not seen_content:
+        report.skip_file(source, "empty file (no record lines)")
+
+
 def _lenient_json(line: bytes):
     """Python's json writes NaN and Infinity literals that strict JSON (orjson) rejects; such a line
     is parsed here so that its bad cost is reported as what it is."""
@@ -75,29 +98,11 @@ class AnsorReader:
 
     def read_file(self, path: Path) -> Iterator[Record]:
         source = str(path)
-        report = self.report
-        report.files += 1
-        line_no = 0
-        seen_content = False
-        try:
-            for line_no, line in enumerate(open_lines(path), start=1):
-                stripped = line.strip()
-                if not stripped or stripped.startswith(b"#"):
-                    continue
-                seen_content = True
-                report.lines += 1
-                try:
-                    record = self.parse_line(stripped, source, line_no)
-                except BadLine as err:
-                    report.skip(str(err), source, line_no)
-                    continue
-                yield record
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as err:
-            # A gzip stream cut short: everything read so far stays imported.
-            report.skip(f"file cut short or unreadable ({type(err).__name__})", source, line_no + 1)
-            return
-        if not seen_content:
-            report.skip_file(source, "empty file (no record lines)")
+        for line_no, line in record_lines(path, self.report):
+            try:
+                yield self.parse_line(line, source, line_no)
+            except BadLine as err:
+                self.report.skip(str(err), source, line_no)
 
     def parse_line(self, line: bytes, source: str, line_no: int) -> Record:
         """One record line -> Record; raises BadLine with the reason it cannot be imported.

@@ -41,7 +41,7 @@ import numpy as np
 import orjson
 
 from .. import tokens
-from .ansor import open_lines
+from .ansor import open_lines, record_lines
 from .canonical import BadLine, ImportReport, Record, check_costs
 from .operators import Operator, operator_from_autotvm, task_id_of
 
@@ -103,26 +103,11 @@ class AutoTVMReader:
     def read_file(self, path: Path) -> Iterator[Record]:
         """Reads ``path`` into the reader; yields nothing (records come from :meth:`finish`)."""
         source = str(path)
-        report = self.report
-        report.files += 1
-        line_no = 0
-        seen_content = False
-        try:
-            for line_no, line in enumerate(open_lines(path), start=1):
-                stripped = line.strip()
-                if not stripped or stripped.startswith(b"#"):
-                    continue
-                seen_content = True
-                report.lines += 1
-                try:
-                    self._add_line(stripped, source, line_no)
-                except BadLine as err:
-                    report.skip(str(err), source, line_no)
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as err:
-            # A gzip stream cut short: everything read so far stays imported.
-            report.skip(f"file cut short or unreadable ({type(err).__name__})", source, line_no + 1)
-        if not seen_content:
-            report.skip_file(source, "empty file (no record lines)")
+        for line_no, line in record_lines(path, self.report):
+            try:
+                self._add_line(line, source, line_no)
+            except BadLine as err:
+                self.report.skip(str(err), source, line_no)
         return iter(())
 
     def finish(self) -> Iterator[Record]:
