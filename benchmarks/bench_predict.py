@@ -50,7 +50,7 @@ def main() -> None:
     variants = [(kind, {}) for kind in args.models.split(",") if kind] + args.arch
     trained = []
     for kind, arch in variants:
-        cfg = TrainConfig(epochs=args.epochs, lr=7e-4 if kind == "tlp" else TrainConfig.lr, architecture=arch)
+        cfg = TrainConfig(epochs=args.epochs, architecture=arch)
         model, seconds = fit_model(kind, train, cfg)
         samples = int(train.valid.sum() * 0.9) * (args.epochs if kind != "xgb" else 1)
         label = kind + (" " + ",".join(f"{k}={v}" for k, v in arch.items()) if arch else "")

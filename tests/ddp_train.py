@@ -9,7 +9,7 @@ import numpy as np
 from safetensors.torch import save_file
 
 from crosstune.dataset import load_dataset
-from crosstune.models import create_model
+from crosstune.models import FitOptions, create_model
 from crosstune.train import TrainConfig, TrainHooks
 
 
@@ -24,7 +24,7 @@ def main(dataset: str, out: str) -> None:
     rows = np.concatenate([np.flatnonzero(ds.group == g)[:100] for g in np.unique(ds.group)])
     ds = ds.select(rows)
     model = create_model("crossfeat", TrainConfig(epochs=2, seed=1))
-    model.fit(ds, None, progress=False, hooks=DieOnRank())
+    model.fit(ds, None, FitOptions(progress=False, hooks=DieOnRank()))
     save_file({k: v.contiguous() for k, v in model.net.state_dict().items()},
               str(Path(out) / f"rank{os.environ['RANK']}.safetensors"))
 

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import torch
 from safetensors.torch import load_file
 
@@ -30,11 +31,10 @@ def test_two_ranks_end_with_identical_weights(tmp_path, tiny_dataset):
 
 
 def test_a_dying_rank_stops_the_others_without_hanging(tmp_path, tiny_dataset):
-    started = time.perf_counter()
+    # A hang shows as subprocess.TimeoutExpired (the test fails); no wall-clock assertion beyond that.
     result = _torchrun([str(HERE / "ddp_train.py"), str(tiny_dataset), str(tmp_path)],
                        env={"CROSSTUNE_TEST_DIE_RANK": "1"}, timeout=300)
     assert result.returncode != 0
-    assert time.perf_counter() - started < 240
     assert not (tmp_path / "rank0.safetensors").exists()
 
 
@@ -87,9 +87,10 @@ def test_stopping_the_benchmark_stops_its_workers(tmp_path, tiny_dataset):
     while not (log.exists() and "epoch_start" in log.read_text()) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert log.exists(), "the benchmark's first run never started"
+    workers = psutil.Process(bench.pid).children(recursive=True)
+    assert workers, "the benchmark trains in worker processes"
     bench.terminate()
     _, stderr = bench.communicate(timeout=60)
     assert bench.returncode == 130 and "interrupted" in stderr
-    time.sleep(1)
-    workers = subprocess.run(["pgrep", "-f", str(log)], capture_output=True, text=True).stdout.split()
-    assert not workers, f"worker processes left running: {workers}"
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, f"worker processes left running: {[w.pid for w in alive]}"

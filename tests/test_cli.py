@@ -54,7 +54,7 @@ def test_train_then_eval_json(tmp_path, small_dataset, capsys):
     assert {"pca", "top1", "top5", "top10"} <= set(data["v100"])
     assert 0.5 < data["v100"]["pca"] <= 1.0
     printed = capsys.readouterr().out
-    assert "v100" in printed and "rand top-1" in printed
+    assert "v100" in printed and "top-1 mean" in printed and "floor" in printed and "random floor" in printed.lower()
 
 
 @pytest.mark.parametrize("arch, message", [
@@ -79,3 +79,33 @@ def test_architecture_settings_reach_the_saved_model(tmp_path, small_dataset, ca
     assert (config["d_model"], config["heads"], config["layers"], config["ff_dim"]) == (16, 2, 1, 32)
     assert main(["eval", str(model), str(small_dataset), "--hardware", "v100"]) == 0
     assert "v100" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--split", "by-hardwre"], "--split 'by-hardwre'"),
+    (["--split", "by-hardware", "--test-hardware", "v1000"], "not v1000"),
+    (["--test-hardware", "v100"], "by-hardware only"),
+])
+def test_bench_checks_its_split_before_starting_workers(extra, message, tmp_path, tiny_dataset):
+    out = tmp_path / "bench"
+    result = subprocess.run([sys.executable, "-m", "crosstune", "bench", "--dataset", str(tiny_dataset),
+                             "--target-pca", "0.6", "--seeds", "1", "--no-roofline", "--out", str(out), *extra],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not any(out.glob("*.log")) if out.exists() else True  # no run was started
+
+
+@pytest.mark.parametrize("option", [["--epochs", "3"], ["--loss", "mse"], ["--lr", "0.01"], ["--resume"]])
+def test_xgb_refuses_training_options_it_cannot_honour(option, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "crosstune", "train", "/no/such/dataset", "--model", "xgb",
+                             "--test-hardware", "v100", "--out", str(tmp_path / "m"), *option],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and f"{option[0]} does not apply to xgb" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_compare_names_the_models_an_option_does_not_reach(tmp_path, tiny_dataset, capsys):
+    assert main(["compare", str(tiny_dataset), "--models", "xgb,crossfeat", "--test-hardware", "v100",
+                 "--epochs", "1", "--quiet", "--arch", "d_model=16,layers=1"]) == 0
+    assert "note: --epochs applies to crossfeat only (xgb does not use it)" in capsys.readouterr().err

@@ -3,7 +3,9 @@ resumes after a kill, and fails clearly on bad input."""
 
 from __future__ import annotations
 
+import copy
 import json
+import stat
 
 import numpy as np
 import pytest
@@ -12,7 +14,9 @@ from crosstune.dataset import load_dataset
 from crosstune.errors import CrosstuneError
 from crosstune.experiment import SplitOptions, evaluate_model, train_on_split
 from crosstune.metrics import evaluate
-from crosstune.models import MODEL_KINDS, create_model, load_model
+from crosstune.features import Normalizer, training_hardware
+from crosstune.hardware.registry import builtin_specs
+from crosstune.models import MODEL_KINDS, FitOptions, create_model, load_model, model_class
 from crosstune.train import TrainConfig
 
 
@@ -34,7 +38,7 @@ def trained(tiny, split, tmp_path_factory):
     models = {}
     for kind in MODEL_KINDS:
         out = tmp_path_factory.mktemp(kind.replace("-", "_"))
-        cfg = TrainConfig(epochs=3, seed=0, lr=7e-4 if kind == "tlp" else 2e-3)
+        cfg = TrainConfig(epochs=3, seed=0)  # each model's own learning rate
         models[kind] = (train_on_split(tiny, kind, split[0], split[1], cfg, out, progress=False), out)
     return models
 
@@ -127,3 +131,74 @@ def test_unseen_kinds_nan_features_and_single_program_tasks(trained, tiny):
 def test_empty_training_split_is_refused(tiny):
     with pytest.raises(CrosstuneError):
         create_model("crossfeat").fit(tiny.select(np.array([], dtype=np.int64)))
+
+
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_construct_fit_save_load_leave_the_callers_configs_unchanged(kind, tiny, split, tmp_path):
+    cls = model_class(kind)
+    train_config = TrainConfig(epochs=1, seed=3, architecture={})
+    model_config = cls.config_cls()
+    before = copy.deepcopy((train_config, model_config))
+    model = cls(model_config, train_config)
+    train = tiny.select(split[0].train)
+    model.fit(train, tiny.select(split[0].test), FitOptions(progress=False))
+    if model.warm_starts:  # a fine-tuning fit with its own schedule
+        model.fit(train, None, FitOptions(progress=False, warm_start=True, epochs=1, lr=1e-5))
+    model.save(tmp_path / "model")
+    loaded = load_model(tmp_path / "model")
+    assert (train_config, model_config) == before
+    if model.warm_starts:  # the saved training settings are the pre-training ones, defaults filled in
+        saved = json.loads((tmp_path / "model" / "config.json").read_text())["train"]
+        assert saved["epochs"] == 1 and saved["lr"] == cls.train_defaults["lr"] == loaded.train_config.lr
+
+
+def test_held_out_hardware_never_enters_training_state(trained, tiny, split):
+    train = tiny.select(split[0].train)
+    assert "v100" in train.hardware_names and list(training_hardware(train)) == ["k80"]
+    for kind in MODEL_KINDS:
+        outcome, out = trained[kind]
+        assert list(json.loads((out / "config.json").read_text())["hardware_seen"]) == ["k80"], kind
+        assert list(outcome.model.hardware_seen) == ["k80"], kind
+    # The hardware scale: the registry plus the training hardware, the held-out V100 not counted again.
+    rows = [s.feature_vector() for s in builtin_specs().values()] + [tiny.specs["k80"].feature_vector()]
+    assert np.allclose(Normalizer.fit(train).hw_mean, np.mean(np.asarray(rows, np.float32), axis=0), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_finished_model_directory_is_complete_and_uniform(kind, trained):
+    _, out = trained[kind]
+    names = {p.name for p in out.iterdir()}
+    assert "checkpoint" not in names and not any(n.startswith(".") for n in names), names
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()}
+    assert len(set(modes.values())) == 1, modes  # weights.safetensors like config.json
+
+
+def test_saving_over_a_model_replaces_it_and_never_a_foreign_folder(trained, tmp_path):
+    outcome, _ = trained["xgb"]
+    out = tmp_path / "model"
+    outcome.model.save(out)
+    outcome.model.save(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no staging or old copies left
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "notes.txt").write_text("mine")
+    with pytest.raises(CrosstuneError, match="not a crosstune model directory"):
+        outcome.model.save(tmp_path / "home")
+    assert (tmp_path / "home" / "notes.txt").read_text() == "mine"
+
+
+def test_xgb_stops_early_on_the_validation_tasks(trained):
+    history = trained["xgb"][0].model.history
+    assert 1 <= history["best_round"] <= history["rounds"] and 0.5 < history["best_valid_pca"] <= 1.0
+    assert trained["xgb"][0].model.booster.num_boosted_rounds() == history["best_round"]
+
+
+def test_cropping_is_counted(trained, tiny, split):
+    train = tiny.select(split[0].train)
+    for kind, steps in (("xgb", 40), ("tlp", 40)):  # TLP's GPU shape: the training hardware is a GPU
+        model = trained[kind][0].model
+        assert model.max_steps == steps
+        assert model.cropped(train) == {"cropped_programs": int((train.seq_len > steps).sum()),
+                                        "programs": len(train), "max_steps": steps}
+    saved = json.loads((trained["tlp"][1] / "config.json").read_text())["history"]  # of the fit rows
+    assert saved["max_steps"] == 40 and 0 <= saved["cropped_programs"] <= model.cropped(train)["cropped_programs"]
+    assert trained["crossfeat"][0].model.cropped(train) == {}

@@ -14,7 +14,7 @@ from crosstune.errors import CrosstuneError
 from crosstune.importer import import_sources
 from crosstune.prune import STRATEGIES, apply_pruning, prune, write_pruned
 from crosstune.report import write_report
-from crosstune.studies import prune_study, split_study
+from crosstune.studies import best_reduction, prune_study, split_study
 from crosstune.train import TrainConfig
 
 
@@ -93,9 +93,10 @@ def test_prune_study_and_report(tmp_path, tiny_dataset):
                           print_fn=lambda *_: None)
     rows = list(csv.DictReader(open(out / "prune-study.csv")))
     assert len(rows) == 1 + 2 * 2 and rows[0]["strategy"] == "full"
-    assert summary["seeds"] == [0, 1] and all(float(r["pca_std"]) >= 0 for r in rows)
+    assert summary["seeds"] == [0, 1]
+    # two seeds prune and train differently: the spread they report is real
+    assert any(float(r["pca_std"]) > 0 for r in rows if r["strategy"] == "random")
     assert (out / "prune-study.png").stat().st_size > 10_000
-    assert summary["best"] is None or summary["best"]["pca"] >= summary["full"]["pca"] - 0.005
     split_study([str(small_dataset)], "xgb", out, cfg=TrainConfig(epochs=1), print_fn=lambda *_: None)
     data = json.loads((out / "split-study.json").read_text())
     by_kind = {r["split"]: r for r in data["rows"]}
@@ -104,3 +105,13 @@ def test_prune_study_and_report(tmp_path, tiny_dataset):
     assert by_kind["by-task"]["workload_keys_on_both_sides"] == 0
     page = write_report(out).read_text()
     assert "prune-study.png" in page and "split-study.png" in page and "<table>" in page
+
+
+def test_best_reduction_is_the_smallest_set_within_tolerance():
+    rows = [{"strategy": "full", "kept_fraction": 1.0, "pca": 0.715},
+            {"strategy": "random", "kept_fraction": 0.3, "pca": 0.700},  # smallest, but 0.015 PCA worse
+            {"strategy": "cap", "kept_fraction": 0.5, "pca": 0.716},
+            {"strategy": "stratified", "kept_fraction": 0.4, "pca": 0.7110},
+            {"strategy": "diverse", "kept_fraction": 0.4, "pca": 0.7120}]  # ties on size: the better PCA wins
+    assert best_reduction(rows, 0.715)["strategy"] == "diverse"
+    assert best_reduction(rows[:2], 0.715) is None

@@ -9,24 +9,12 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
+from .cli_registry import COMMANDS, Handler, command
 from .errors import CrosstuneError
-
-Handler = Callable[[argparse.Namespace], int]
-Definer = Callable[[argparse.ArgumentParser], Handler]
-_COMMANDS: dict[str, tuple[Definer, str]] = {}
-
-
-def command(name: str, help_text: str) -> Callable[[Definer], Definer]:
-    """Register a sub-command. The decorated function adds the command's arguments to its parser and
-    returns the handler that runs it."""
-    def register(define: Definer) -> Definer:
-        _COMMANDS[name] = (define, help_text)
-        return define
-    return register
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -76,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crosstune", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"crosstune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (define, help_text) in _COMMANDS.items():
+    for name, (define, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(handler=define(p))
     return parser
@@ -110,7 +98,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run as `python -m crosstune.cli`, this file is `__main__`, a second copy of the module: the command
-    # modules register into `crosstune.cli`, so hand over to that one.
-    from crosstune.cli import main as registered_main
-    sys.exit(registered_main())
+    sys.exit(main())  # commands register in cli_registry, which a `python -m crosstune.cli` copy shares

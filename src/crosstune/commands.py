@@ -6,7 +6,7 @@ import argparse
 import functools
 from pathlib import Path
 
-from .cli import Handler, command
+from .cli_registry import Handler, command
 
 
 def _csv(text: str) -> list[str]:
@@ -72,11 +72,13 @@ def _split_options(args: argparse.Namespace):
 
 
 def _add_train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epochs", type=int, default=12)
+    # Defaults are None so that an option the user gave can be told from one left out: a model that
+    # cannot honour it (xgb has no epochs or loss) refuses it instead of ignoring it.
+    p.add_argument("--epochs", type=int, default=None, help="training epochs (default 12)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--loss", default="lambdarank", choices=("lambdarank", "pairwise", "mse"),
-                   help="lambdarank (NDCG-weighted pairs), pairwise (RankNet, every pair equal) or mse")
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--loss", default=None, choices=("lambdarank", "pairwise", "mse"),
+                   help="lambdarank (NDCG-weighted pairs; the default), pairwise (RankNet, every pair equal) or mse")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's own)")
     p.add_argument("--arch", type=parse_settings, default={}, metavar="NAME=VALUE,...",
                    help="override the model's architecture, e.g. d_model=32,layers=1,heads=2 for crossfeat "
@@ -94,39 +96,59 @@ def parse_settings(text: str) -> dict[str, str]:
     return settings
 
 
+_TRAINING_OPTIONS = ("epochs", "loss", "lr", "device", "resume")
+
+
 def _train_config(args: argparse.Namespace, kind: str):
+    """The run's TrainConfig for one model kind: what the user gave, the rest left to the model
+    (TrainConfig's and the model class's defaults)."""
     from .models import architecture_settings
     from .train import TrainConfig
 
-    cfg = TrainConfig(epochs=args.epochs, seed=args.seed, device=args.device, loss=args.loss)
-    cfg.architecture = {k: v for k, v in args.arch.items() if k in architecture_settings(kind)}
-    if kind == "tlp":
-        cfg.lr = 7e-4  # TLP's published setting
-    if args.lr is not None:
-        cfg.lr = args.lr
-    return cfg
+    given = {name: getattr(args, name) for name in ("epochs", "loss", "lr", "device")
+             if getattr(args, name, None) is not None}
+    return TrainConfig(seed=args.seed, architecture={k: v for k, v in getattr(args, "arch", {}).items()
+                                                     if k in architecture_settings(kind)}, **given)
 
 
-def _check_arch(args: argparse.Namespace, kinds: list[str]) -> None:
-    """Refuse --arch settings that no model of the run has, or values a model cannot take, before any
-    data is read."""
+def _check_model_options(args: argparse.Namespace, kinds: list[str]) -> None:
+    """Before any data is read: refuse --arch settings that no model of the run has or values a model
+    cannot take, and training options no model of the run honours; name the models that do not use
+    an option the others do."""
+    import sys
+
     from .errors import CrosstuneError
-    from .models import MODEL_KINDS, architecture_settings, create_model
+    from .models import MODEL_KINDS, architecture_settings, create_model, training_options
 
-    kinds = [kind for kind in kinds if kind in MODEL_KINDS]  # unknown kinds are reported by the command
-    known = {name for kind in kinds for name in architecture_settings(kind)}
-    unknown = sorted(set(args.arch) - known)
+    unknown = [kind for kind in kinds if kind not in MODEL_KINDS]
     if unknown:
-        raise CrosstuneError(f"--arch: {', '.join(unknown)} is not a setting of {', '.join(kinds)}; "
+        raise CrosstuneError(f"unknown model {', '.join(unknown)}; choose from {', '.join(MODEL_KINDS)}")
+    known = {name for kind in kinds for name in architecture_settings(kind)}
+    bad = sorted(set(getattr(args, "arch", {})) - known)
+    if bad:
+        raise CrosstuneError(f"--arch: {', '.join(bad)} is not a setting of {', '.join(kinds)}; "
                              f"settings: {', '.join(sorted(known))}")
+    for option in _TRAINING_OPTIONS:
+        if getattr(args, option, None) in (None, False):
+            continue
+        users = [kind for kind in kinds if option in training_options(kind)]
+        if not users:
+            raise CrosstuneError(f"--{option} does not apply to {', '.join(kinds)}; leave it out")
+        if len(users) < len(kinds):
+            print(f"note: --{option} applies to {', '.join(users)} only "
+                  f"({', '.join(k for k in kinds if k not in users)} does not use it)", file=sys.stderr)
     for kind in kinds:
-        create_model(kind, _train_config(args, kind))
+        cfg = _train_config(args, kind)
+        cfg.check()
+        create_model(kind, cfg)  # architecture values the model cannot take
 
 
 @command("train", "train a cost model on a split of one or more datasets")
 def _train_args(p: argparse.ArgumentParser) -> Handler:
+    from .models import MODEL_KINDS, models_help
+
     p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--model", default="crossfeat", help="crossfeat, crossfeat-nohw, tlp or xgb")
+    p.add_argument("--model", default="crossfeat", choices=MODEL_KINDS, help=models_help())
     _add_split_args(p)
     _add_train_args(p)
     p.add_argument("--out", required=True, metavar="MODEL_DIR")
@@ -137,14 +159,9 @@ def _train_args(p: argparse.ArgumentParser) -> Handler:
 
         from .dataset import load_dataset
         from .experiment import train_on_split
-        from .models import MODEL_KINDS
-        from .errors import CrosstuneError
 
-        if args.model not in MODEL_KINDS:
-            raise CrosstuneError(f"unknown model {args.model!r}; choose one of {', '.join(MODEL_KINDS)}")
-        _check_arch(args, [args.model])
+        _check_model_options(args, [args.model])
         cfg = _train_config(args, args.model)
-        cfg.check()
         ds = load_dataset(args.datasets)
         split, few_shot = _split_options(args).make(ds, args.seed)
         print(f"{args.split}: {split.description}; train {len(split.train)} records (+{len(few_shot)} few-shot), "
@@ -152,6 +169,10 @@ def _train_args(p: argparse.ArgumentParser) -> Handler:
         outcome = train_on_split(ds, args.model, split, few_shot, cfg, Path(args.out), args.resume, not args.quiet)
         print(f"trained {args.model} in {outcome.seconds:.1f} s ({outcome.samples_per_second:.0f} samples/s); "
               f"saved to {args.out}")
+        cropped = outcome.model.cropped(ds.select(split.train))
+        if cropped.get("cropped_programs"):
+            print(f"note: {args.model} reads at most {cropped['max_steps']} steps: {cropped['cropped_programs']} of "
+                  f"{cropped['programs']} training programs were cropped (counted in the model's config.json)")
         print(f"evaluate on the held-out part with: crosstune eval {args.out} {' '.join(args.datasets)}"
               + (f" --hardware {','.join(args.test_hardware)}" if args.test_hardware else ""))
         return 0
@@ -182,8 +203,11 @@ def _eval_args(p: argparse.ArgumentParser) -> Handler:
 
 @command("compare", "train and evaluate several models on one split, one table")
 def _compare_args(p: argparse.ArgumentParser) -> Handler:
+    from .models import MODEL_KINDS, models_help
+
     p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--models", type=_csv, default=["crossfeat", "tlp", "xgb", "crossfeat-nohw"])
+    p.add_argument("--models", type=_csv, default=list(MODEL_KINDS), metavar="KIND,...",
+                   help=f"comma-separated, default all: {models_help()}")
     _add_split_args(p)
     _add_train_args(p)
     p.add_argument("--seeds", type=int, default=1, help="repeat with seeds seed..seed+N-1 and report mean and spread")
@@ -195,7 +219,7 @@ def _compare_args(p: argparse.ArgumentParser) -> Handler:
 
         from .compare import run_comparison
 
-        _check_arch(args, args.models)
+        _check_model_options(args, args.models)
         run_comparison(args.datasets, args.models, _split_options(args), lambda kind: _train_config(args, kind),
                        seeds=args.seeds, progress=not args.quiet, json_path=args.json,
                        out=Path(args.out) if args.out else None)
@@ -232,12 +256,14 @@ def _prune_args(p: argparse.ArgumentParser) -> Handler:
 
 @command("prune-study", "train on pruned data at several sizes, evaluate on unseen hardware, CSV + plot")
 def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
+    from .models import MODEL_KINDS, models_help
+
     p.add_argument("datasets", nargs="+", metavar="DATASET")
     p.add_argument("--test-hardware", type=_csv, required=True)
-    p.add_argument("--model", default="xgb", choices=("crossfeat", "xgb", "crossfeat-nohw", "tlp"))
+    p.add_argument("--model", default="xgb", choices=MODEL_KINDS, help=models_help())
     p.add_argument("--keep", default="1.0,0.8,0.6,0.47,0.3,0.2", help="comma-separated fractions")
     p.add_argument("--strategies", type=_csv, default=None, help="default: all")
-    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--epochs", type=int, default=None, help="neural models' training epochs (default 6)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seeds", type=int, default=1, help="average every point over this many seeds (from --seed)")
     p.add_argument("--out", default="prune-study", metavar="STUDY_DIR")
@@ -248,10 +274,11 @@ def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
         from pathlib import Path
 
         from .studies import parse_keeps, prune_study
-        from .train import TrainConfig
 
+        _check_model_options(args, [args.model])
+        args.epochs = args.epochs or 6
         prune_study(args.datasets, args.test_hardware, args.model, parse_keeps(args.keep), Path(args.out),
-                    args.strategies, TrainConfig(epochs=args.epochs, seed=args.seed), args.seeds,
+                    args.strategies, _train_config(args, args.model), args.seeds,
                     args.resume, args.redo)
         print(f"results in {args.out}/ (crosstune report {args.out} makes an HTML page)")
         return 0
@@ -260,12 +287,14 @@ def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
 
 @command("split-study", "one model under every split strategy, with a leakage report")
 def _split_study_args(p: argparse.ArgumentParser) -> Handler:
+    from .models import MODEL_KINDS, models_help
+
     p.add_argument("datasets", nargs="+", metavar="DATASET")
-    p.add_argument("--model", default="xgb", choices=("crossfeat", "xgb", "crossfeat-nohw", "tlp"))
+    p.add_argument("--model", default="xgb", choices=MODEL_KINDS, help=models_help())
     p.add_argument("--test-hardware", type=_csv, default=None, help="by-hardware side (default: the last hardware)")
     p.add_argument("--network-map", metavar="FILE.json", help="enables the by-network split")
     p.add_argument("--test-fraction", type=float, default=0.2)
-    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--epochs", type=int, default=None, help="neural models' training epochs (default 6)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="split-study", metavar="STUDY_DIR")
 
@@ -273,10 +302,11 @@ def _split_study_args(p: argparse.ArgumentParser) -> Handler:
         from pathlib import Path
 
         from .studies import split_study
-        from .train import TrainConfig
 
+        _check_model_options(args, [args.model])
+        args.epochs = args.epochs or 6
         split_study(args.datasets, args.model, Path(args.out), args.test_hardware, args.network_map,
-                    TrainConfig(epochs=args.epochs, seed=args.seed), args.test_fraction)
+                    _train_config(args, args.model), args.test_fraction)
         return 0
     return run
 
@@ -353,6 +383,8 @@ def _tune_args(p: argparse.ArgumentParser) -> Handler:
         print(f"{args.network} tuned with {r.cost_model}: {r.trials} trials in {r.tuning_seconds / 60:.1f} min; "
               f"end-to-end {r.latency_ms:.3f} ms (PyTorch eager {r.pytorch_latency_ms:.3f} ms); output "
               f"{'matches' if r.output_matches else 'DOES NOT match'} PyTorch (max abs error {r.output_max_abs_error:.2e})")
+        if r.cost_model != "xgb":
+            print(f"cost-model calls failed: {r.cost_model_failures} (of {r.cost_model_predict_calls} predict calls)")
         for note in r.notes:
             print(f"note: {note}")
         return 0 if r.output_matches else 1

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import __version__, tokens
+from .atomic import write_text as atomic_write_text  # noqa: F401 - the name other modules import
 from .errors import CrosstuneError
 from .hardware.registry import HardwareSpec, spec_from_dict
 from .records.canonical import ImportReport, Record
@@ -61,17 +62,6 @@ SCHEMA = pa.schema([
     ("source_line", pa.int32()),
     ("format", pa.string()),
 ])
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so that readers see the old or the new content, never a partial one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "w") as stream:
-        stream.write(text)
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(tmp, path)
 
 
 def _vocabulary() -> dict:

@@ -34,7 +34,7 @@ def run_demo(out: str | Path = "crosstune-demo", held_out: str | None = None, ep
     print_fn(f"training on {', '.join(h for h in ds.hardware_names if h != held_out)}; testing on unseen {held_out}")
 
     def config_for(kind: str) -> TrainConfig:
-        return TrainConfig(epochs=epochs, seed=seed, lr=7e-4 if kind == "tlp" else TrainConfig.lr)
+        return TrainConfig(epochs=epochs, seed=seed)  # each model's own learning rate
 
     comparison = compare_models(ds, DEMO_MODELS, SplitOptions("by-hardware", [held_out]), config_for, seed=seed,
                                 progress=progress)

@@ -57,10 +57,12 @@ def barrier(ctx: Context) -> None:
         dist.barrier()
 
 
-def all_reduce_mean(ctx: Context, value: float) -> float:
+def all_reduce_mean(ctx: Context, value: float, device: torch.device | str = "cpu") -> float:
+    """The mean of ``value`` over ranks. The tensor lives on the training ``device``: NCCL (chosen for
+    --device cuda) reduces CUDA tensors only, gloo CPU tensors."""
     if not ctx.distributed:
         return value
-    tensor = torch.tensor([value], dtype=torch.float64)
+    tensor = torch.tensor([value], dtype=torch.float64, device=device)
     dist.all_reduce(tensor)
     return float(tensor.item()) / ctx.world_size
 

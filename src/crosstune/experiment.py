@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .dataset import Dataset, atomic_write_text, load_dataset
+from .dataset import Dataset, load_dataset
 from .errors import CrosstuneError
 from .metrics import evaluate
-from .models import CostModel, create_model, load_model
-from .models.neural import NeuralCostModel
+from .models import CostModel, FitOptions, create_model, load_model
+from .models.base import CHECKPOINT_DIRS, check_model_out
 from .splits import Split, holdout_groups, load_network_map, make_split, sample_per_group
 from .train import TrainConfig
 
@@ -63,12 +63,15 @@ class TrainOutcome:
     history: dict
 
 
-def _fine_tune_config(cfg: TrainConfig) -> TrainConfig:
+def _fine_tune_options(model: CostModel, checkpoint: Path | None, resume: bool, progress: bool) -> FitOptions:
     # The few-shot set is small (5% of the K80 -> V100 target is ~9 batches an epoch), so fine-tuning
     # needs many short epochs to take enough steps; a lower rate keeps what pre-training learned, and
     # best-epoch selection on held-out target tasks stops it overfitting. Measured, crossfeat, 3 seeds:
     # 20 epochs at lr/2 gave PCA 0.756 / top-5 0.962 against 0.741 / 0.955 for epochs//3 at lr/4.
-    return replace(cfg, epochs=max(20, cfg.epochs), lr=cfg.lr / 2)
+    # The schedule is this fit's option: the model's own train config keeps describing pre-training.
+    cfg = model.train_config
+    return FitOptions(progress=progress, checkpoint_dir=checkpoint, resume=resume, warm_start=True,
+                      epochs=max(20, cfg.epochs), lr=cfg.lr / 2)
 
 
 def fit_model(kind: str, train: Dataset, cfg: TrainConfig, progress: bool = False) -> tuple[CostModel, float]:
@@ -76,47 +79,51 @@ def fit_model(kind: str, train: Dataset, cfg: TrainConfig, progress: bool = Fals
     model = create_model(kind, cfg)
     fit_rows, valid_rows = holdout_groups(train, np.arange(len(train)), VALID_FRACTION, cfg.seed)
     started = time.perf_counter()
-    model.fit(train.select(fit_rows), train.select(valid_rows), progress=progress)
+    model.fit(train.select(fit_rows), train.select(valid_rows), FitOptions(progress=progress))
     return model, time.perf_counter() - started
 
 
 def train_on_split(ds: Dataset, kind: str, split: Split, few_shot: np.ndarray, cfg: TrainConfig,
                    out: Path | None = None, resume: bool = False, progress: bool = True) -> TrainOutcome:
     """Train ``kind`` on ``split.train`` (validating on held-out groups of it); with few-shot records,
-    neural models are then fine-tuned on them and XGBoost is trained on both."""
+    models that fine-tune (the neural ones) are then fine-tuned on them, the others are trained on
+    both. With ``out``, checkpoints go to ``out/checkpoint*`` while training and the finished model
+    directory replaces them."""
+    if out is not None:
+        check_model_out(Path(out))  # before hours of training, not after
     model = create_model(kind, cfg)
     fit_rows, valid_rows = holdout_groups(ds, split.train, VALID_FRACTION, cfg.seed)
     started = time.perf_counter()
-    checkpoint = out / "checkpoint" if out is not None else None
-    if isinstance(model, NeuralCostModel):
-        history = model.fit(ds.select(fit_rows), ds.select(valid_rows), checkpoint_dir=checkpoint, resume=resume,
-                            progress=progress)
-        if len(few_shot):
-            fine_tune, fine_valid = holdout_groups(ds, few_shot, VALID_FRACTION, cfg.seed)
-            model.train_config = _fine_tune_config(cfg)
-            tuned = model.fit(ds.select(fine_tune), ds.select(fine_valid if len(fine_valid) else fine_tune),
-                              checkpoint_dir=checkpoint.with_name("checkpoint-finetune") if checkpoint else None,
-                              resume=resume, progress=progress, warm_start=True)
-            history = {"pretrain": history, "fine_tune": tuned}
+    pretrain, fine_tune = (Path(out) / name for name in CHECKPOINT_DIRS) if out is not None else (None, None)
+    fine_tunes = model.warm_starts
+    if len(few_shot) and not fine_tunes:
+        history = model.fit(ds.select(np.union1d(fit_rows, few_shot)), ds.select(valid_rows),
+                            FitOptions(progress=progress))
     else:
-        rows = np.union1d(fit_rows, few_shot)
-        history = model.fit(ds.select(rows), ds.select(valid_rows), progress=progress)
+        history = model.fit(ds.select(fit_rows), ds.select(valid_rows),
+                             FitOptions(progress=progress, checkpoint_dir=pretrain, resume=resume))
+    if len(few_shot) and fine_tunes:
+        fine_rows, fine_valid = holdout_groups(ds, few_shot, VALID_FRACTION, cfg.seed)
+        tuned = model.fit(ds.select(fine_rows), ds.select(fine_valid if len(fine_valid) else fine_rows),
+                          _fine_tune_options(model, fine_tune, resume, progress))
+        history = {"pretrain": history, "fine_tune": tuned}
     seconds = time.perf_counter() - started
-    trained = int(ds.valid[fit_rows].sum()) * max(1, cfg.epochs if isinstance(model, NeuralCostModel) else 1)
+    epochs = len(history.get("pretrain", history).get("epochs", [])) or 1
+    trained = int(ds.valid[fit_rows].sum()) * epochs
     outcome = TrainOutcome(model, split, few_shot, seconds, trained / seconds if seconds else 0.0, history)
     if out is not None:
-        save_trained(outcome, ds, out)
+        save_trained(outcome, ds, Path(out))
     return outcome
 
 
 def save_trained(outcome: TrainOutcome, ds: Dataset, out: Path) -> None:
-    outcome.model.save(out)
+    """The model directory, with the ids of the records it learned from, written as one unit."""
     trained_on = np.union1d(outcome.split.train, outcome.few_shot)
-    atomic_write_text(out / TRAIN_RECORDS, json.dumps({
+    outcome.model.save(out, extra_files={TRAIN_RECORDS: json.dumps({
         "split": outcome.split.kind, "description": outcome.split.description,
         "record_ids": [f"{int(r):016x}" for r in ds.record_id[trained_on]],
         "train_seconds": outcome.seconds, "samples_per_second": outcome.samples_per_second,
-    }))
+    })})
 
 
 def trained_record_ids(model_dir: Path) -> set[int]:
@@ -150,6 +157,10 @@ def evaluate_model_dir(model_dir: str | Path, datasets: Sequence[str], hardware:
 def evaluate_model(model: CostModel, ds: Dataset, notes: dict | None = None) -> tuple[dict, dict]:
     notes = dict(notes or {})
     from .features import featurize
+
+    cropped = model.cropped(ds)
+    if cropped.get("cropped_programs"):
+        notes[f"programs_cropped_to_{cropped['max_steps']}_steps"] = cropped["cropped_programs"]
 
     normalizer = getattr(model, "normalizer", None)
     if normalizer is not None:

@@ -68,8 +68,10 @@ class Normalizer:
                 seen[kind] = True
                 token_mean[kind], token_std[kind] = _mean_std(ds.args[rows])
         op_mean, op_std = _mean_std(operator_matrix(ds))
+        # The registry plus the hardware of the training records only: a held-out machine shares the
+        # dataset's name list but must not shape the scale the model learns on.
         hw_rows = [s.feature_vector() for s in builtin_specs().values()]
-        hw_rows += [ds.specs[name].feature_vector() for name in ds.hardware_names]
+        hw_rows += [spec.feature_vector() for spec in training_hardware(ds).values()]
         hw_mean, hw_std = _mean_std(np.asarray(hw_rows, np.float32))
         return cls(token_mean, token_std, op_mean, op_std, hw_mean, hw_std, seen)
 
@@ -178,6 +180,17 @@ def kind_ordinals(offsets: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     ordinal = np.empty(len(kinds), dtype=np.int64)
     ordinal[order] = np.arange(len(kinds)) - np.repeat(starts, np.diff(np.r_[starts, len(kinds)]))
     return ordinal
+
+
+def training_hardware(ds: Dataset) -> dict[str, HardwareSpec]:
+    """Descriptors of the hardware that has records in ``ds``. ``ds.hardware_names`` is not that: a
+    split's training side keeps the whole dataset's name list, held-out hardware included."""
+    present = np.unique(ds.hardware)
+    names = [ds.hardware_names[i] for i in present]
+    missing = [n for n in names if n not in ds.specs]
+    if missing:
+        raise CrosstuneError(f"hardware {', '.join(missing)} has no descriptor in the dataset manifest")
+    return {name: ds.specs[name] for name in names}
 
 
 def spec_vectors(specs: dict[str, HardwareSpec]) -> dict[str, list[float]]:

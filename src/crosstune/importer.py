@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from tqdm import tqdm
 
 from .dataset import ImportResult, import_records
-from .hardware.registry import resolve
+from .hardware.registry import HardwareSpec, resolve
 from .records.canonical import ImportReport, Record
 from .records.detect import list_record_files, read_records
 
@@ -29,11 +29,12 @@ def _with_progress(records: Iterator[Record], total_files: int, quiet: bool) -> 
 
 
 def import_sources(sources: Sequence[str | os.PathLike], hardware: str, out: str | os.PathLike,
-                   hardware_spec: str | None = None, strict: bool = False, quiet: bool = True,
+                   hardware_spec: str | HardwareSpec | None = None, strict: bool = False, quiet: bool = True,
                    provenance: dict | None = None) -> ImportResult:
     """Import every record file under ``sources`` (Ansor or MetaSchedule, detected per file) as
-    measurements of ``hardware`` into the dataset at ``out``."""
-    spec = resolve(hardware, hardware_spec)
+    measurements of ``hardware`` into the dataset at ``out``. ``hardware_spec``: a descriptor file,
+    or the descriptor itself."""
+    spec = hardware_spec if isinstance(hardware_spec, HardwareSpec) else resolve(hardware, hardware_spec)
     report = ImportReport(strict=strict)
     files = list_record_files(sources, report)
     records = read_records(sources, spec.name, report, files=files)

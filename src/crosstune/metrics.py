@@ -5,13 +5,19 @@ All metrics are computed within a group = one task on one hardware, over valid m
 - PCA (pairwise comparison accuracy, TenSet): the fraction of program pairs whose predicted order
   matches the measured order. Pairs with equal measured latency are not counted; a tie in the
   prediction counts half. Averaged over groups weighted by record count (``pca``) and unweighted
-  (``pca_unweighted``). Groups with one program have no pairs: skipped and counted.
-- top-k (TLP): best latency / best latency among the model's k highest-scored programs, reported as
-  the mean of per-group ratios (``topk``) and as sum(best) / sum(top-k best) (``topk_sum``), the
-  latter optionally weighted per task (a task's count in a network).
+  (``pca_mean``). Groups with one program have no pairs: skipped and counted.
+- top-k (TLP's definition, the headline): the sum over groups of w * best latency divided by the sum
+  over groups of w * the best latency among the model's k highest-scored programs (``top1``, ``top5``,
+  ...), w = 1 or a task's count in a network. Slow tasks weigh in by their latency, as in a network.
+- top-k mean: the mean over groups of best / best-among-top-k (``top1_mean``, ...). It weighs a flat
+  0.1 ms task like a 100 ms one and so flatters a model that is wrong on heavy tasks: never the headline.
 - peak@k (TenSet): mean over i <= k of best latency / best latency among the top-i predictions.
 
-The random-ranker floor is computed exactly (expectation over random orderings), not sampled.
+The random-ranker floor of each is an exact expectation over uniformly random orders, not a sample. For
+the sum form it is sum w*best / sum w*E[best of a random k-subset] with E = sum_i P(the subset's best is
+the i-th fastest) * lat_i (not best / E[ratio], which is a different and much higher number on
+trajectory data); for the mean form E[best / best of the k-subset]. tests/test_splits_metrics.py checks
+both against Monte-Carlo estimates on real groups.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ PEAK_K = 5
 
 @dataclass
 class GroupScores:
-    """Per-group metric values (arrays aligned by group)."""
+    """Per-group metric values (arrays aligned by group); for the random floor, expected values."""
 
     group: np.ndarray
     hardware: np.ndarray
@@ -38,7 +44,7 @@ class GroupScores:
     op_kind: np.ndarray
     size: np.ndarray
     pca: np.ndarray  # NaN where the group has no comparable pair
-    topk: dict[int, np.ndarray]
+    topk_ratio: dict[int, np.ndarray]  # best / best latency among the top-k picks
     topk_best: dict[int, np.ndarray]  # best latency among the top-k picks
     best: np.ndarray
     peak: np.ndarray
@@ -68,79 +74,80 @@ def _group_slices(ds: Dataset, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return index, starts, ends
 
 
+def group_slices(ds: Dataset, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Record indices of ``mask`` sorted by group, with each group's start and end in that order."""
+    index = np.flatnonzero(mask)
+    group = ds.group[index]
+    order = np.argsort(group, kind="stable")
+    index, group = index[order], group[order]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if len(group) else np.array([], int)
+    ends = np.r_[starts[1:], len(group)]
+    return index, starts, ends
+
+
+def _per_group(ds: Dataset, index: np.ndarray, starts: np.ndarray, ends: np.ndarray, **values) -> GroupScores:
+    first = index[starts] if len(starts) else np.array([], int)
+    return GroupScores(group=ds.group[first], hardware=ds.hardware[first], task=ds.task[first],
+                       op_kind=ds.op_kind[first], size=(ends - starts), **values)
+
+
 def group_scores(ds: Dataset, scores: np.ndarray, ks: tuple[int, ...] = TOPK, peak_k: int = PEAK_K) -> GroupScores:
     """Metrics of ``scores`` (one per record of ``ds``, higher = predicted faster) per group."""
     scores = np.asarray(scores, dtype=np.float64)
     if len(scores) != len(ds):
         raise ValueError(f"{len(scores)} scores for {len(ds)} records")
     valid = ds.valid & np.isfinite(scores)
-    index, starts, ends = _group_slices(ds, valid)
+    index, starts, ends = group_slices(ds, valid)
     n_groups = len(starts)
-    out = {name: np.full(n_groups, np.nan) for name in ("pca", "best", "peak")}
-    topk = {k: np.full(n_groups, np.nan) for k in ks}
+    pca, best, peak = (np.full(n_groups, np.nan) for _ in range(3))
+    topk_ratio = {k: np.full(n_groups, np.nan) for k in ks}
     topk_best = {k: np.full(n_groups, np.nan) for k in ks}
     for g, (s, e) in enumerate(zip(starts, ends)):
         rows = index[s:e]
         lat, sc = ds.latency[rows], scores[rows]
-        best = lat.min()
-        out["best"][g] = best
-        out["pca"][g] = _pairwise_accuracy(lat, sc) if len(rows) > 1 else np.nan
+        best[g] = lat.min()
+        pca[g] = _pairwise_accuracy(lat, sc) if len(rows) > 1 else np.nan
         # Stable order on ties in score: the first-listed program wins, never the best by luck.
         ranked = lat[np.argsort(-sc, kind="stable")]
         running_best = np.minimum.accumulate(ranked)
         for k in ks:
             topk_best[k][g] = running_best[min(k, len(ranked)) - 1]
-            topk[k][g] = best / topk_best[k][g]
+            topk_ratio[k][g] = best[g] / topk_best[k][g]
         depth = min(peak_k, len(ranked))
-        out["peak"][g] = np.mean(np.r_[best / running_best[:depth], np.full(peak_k - depth, best / running_best[depth - 1])])
-    first = index[starts] if n_groups else np.array([], int)
-    return GroupScores(group=ds.group[first], hardware=ds.hardware[first], task=ds.task[first],
-                       op_kind=ds.op_kind[first], size=(ends - starts), pca=out["pca"], topk=topk,
-                       topk_best=topk_best, best=out["best"], peak=out["peak"])
+        peak[g] = np.mean(np.r_[best[g] / running_best[:depth], np.full(peak_k - depth, best[g] / running_best[depth - 1])])
+    return _per_group(ds, index, starts, ends, pca=pca, topk_ratio=topk_ratio, topk_best=topk_best, best=best, peak=peak)
 
 
 def random_group_scores(ds: Dataset, ks: tuple[int, ...] = TOPK, peak_k: int = PEAK_K) -> GroupScores:
     """The exact expected metrics of a uniformly random ranker, per group."""
-    index, starts, ends = _group_slices(ds, ds.valid)
+    index, starts, ends = group_slices(ds, ds.valid)
     n_groups = len(starts)
-    pca = np.full(n_groups, np.nan)
-    best = np.full(n_groups, np.nan)
-    peak = np.full(n_groups, np.nan)
-    topk = {k: np.full(n_groups, np.nan) for k in ks}
+    pca, best, peak = (np.full(n_groups, np.nan) for _ in range(3))
+    topk_ratio = {k: np.full(n_groups, np.nan) for k in ks}
     topk_best = {k: np.full(n_groups, np.nan) for k in ks}
     for g, (s, e) in enumerate(zip(starts, ends)):
         lat = np.sort(ds.latency[index[s:e]])
-        n = len(lat)
         best[g] = lat[0]
-        pca[g] = 0.5 if n > 1 and lat[-1] > lat[0] else np.nan
+        pca[g] = 0.5 if len(lat) > 1 and lat[-1] > lat[0] else np.nan
         ratios = lat[0] / lat
-
-        def expected_ratio(k: int) -> float:
-            # P(min of a random k-subset is the i-th fastest) = C(n-i, k-1) / C(n, k), i = 1..n
-            k = min(k, n)
-            i = np.arange(1, n + 1)
-            with np.errstate(divide="ignore"):
-                log_p = _log_comb(n - i, k - 1) - _log_comb(n, k)
-            return float(np.sum(np.exp(log_p) * ratios))
-
         for k in ks:
-            topk[k][g] = expected_ratio(k)
-            topk_best[k][g] = lat[0] / topk[k][g]
-        peak[g] = np.mean([expected_ratio(i) for i in range(1, peak_k + 1)])
-    first = index[starts] if n_groups else np.array([], int)
-    return GroupScores(group=ds.group[first], hardware=ds.hardware[first], task=ds.task[first],
-                       op_kind=ds.op_kind[first], size=(ends - starts), pca=pca, topk=topk,
-                       topk_best=topk_best, best=best, peak=peak)
+            p = min_rank_probabilities(len(lat), k)
+            topk_ratio[k][g] = p @ ratios
+            topk_best[k][g] = p @ lat
+        peak[g] = np.mean([min_rank_probabilities(len(lat), i) @ ratios for i in range(1, peak_k + 1)])
+    return _per_group(ds, index, starts, ends, pca=pca, topk_ratio=topk_ratio, topk_best=topk_best, best=best, peak=peak)
 
 
-def _log_comb(n: np.ndarray | int, k: int) -> np.ndarray:
-    from scipy.special import gammaln
+def min_rank_probabilities(n: int, k: int) -> np.ndarray:
+    """P(the fastest of a uniformly random k-subset of n programs is the i-th fastest), for i = 1..n.
 
-    n = np.asarray(n, dtype=np.float64)
-    valid = (n >= k) & (k >= 0)
-    out = np.full(n.shape, -np.inf)
-    out[valid] = gammaln(n[valid] + 1) - gammaln(k + 1) - gammaln(n[valid] - k + 1)
-    return out if out.shape else float(out)
+    P_i = C(n-i, k-1) / C(n, k); successive terms differ by the factor (n-i-k+1) / (n-i), so a running
+    product gives them without factorials of group sizes in the thousands.
+    """
+    k = min(k, n)
+    i = np.arange(1, n)
+    factors = np.clip(n - i - k + 1, 0, None) / (n - i)
+    return (k / n) * np.cumprod(np.r_[1.0, factors])
 
 
 @dataclass
@@ -151,47 +158,47 @@ class Summary:
     records: int
     skipped_single: int  # groups with one program (no pairs, no ranking)
     pca: float
-    pca_unweighted: float
-    topk: dict[int, float] = field(default_factory=dict)
-    topk_sum: dict[int, float] = field(default_factory=dict)
+    pca_mean: float
+    topk: dict[int, float] = field(default_factory=dict)  # TLP's sum form: the headline
+    topk_mean: dict[int, float] = field(default_factory=dict)  # mean of per-group ratios
     peak: float = float("nan")
 
     def to_json(self) -> dict:
         data = {"groups": self.groups, "records": self.records, "skipped_single_program_tasks": self.skipped_single,
-                "pca": self.pca, "pca_unweighted": self.pca_unweighted, "peak@5": self.peak}
-        for k, v in self.topk.items():
-            data[f"top{k}"] = v
-        for k, v in self.topk_sum.items():
-            data[f"top{k}_sum"] = v
+                "pca": self.pca, "pca_mean": self.pca_mean, "peak@5": self.peak}
+        data.update({f"top{k}": v for k, v in self.topk.items()})
+        data.update({f"top{k}_mean": v for k, v in self.topk_mean.items()})
         return data
 
 
 def summarize(scores: GroupScores, select: np.ndarray | None = None,
               task_weight: Mapping[int, float] | None = None) -> Summary:
     """Aggregate per-group metrics (optionally a subset of groups; ``task_weight`` maps a task index to
-    its weight for the sum form of top-k)."""
+    its weight in the sum form of top-k, e.g. its count in a network)."""
     select = np.ones(len(scores.size), dtype=bool) if select is None else select
     multi = select & (scores.size > 1)
     size = scores.size[multi]
     pca = scores.pca[multi]
     has_pairs = np.isfinite(pca)
     weights = np.array([task_weight.get(int(t), 1.0) for t in scores.task[multi]]) if task_weight else np.ones(len(size))
+    nan = float("nan")
     summary = Summary(
         groups=int(select.sum()), records=int(scores.size[select].sum()),
         skipped_single=int((select & (scores.size <= 1)).sum()),
-        pca=float(np.average(pca[has_pairs], weights=size[has_pairs])) if has_pairs.any() else float("nan"),
-        pca_unweighted=float(pca[has_pairs].mean()) if has_pairs.any() else float("nan"),
-        peak=float(scores.peak[multi].mean()) if multi.any() else float("nan"),
+        pca=float(np.average(pca[has_pairs], weights=size[has_pairs])) if has_pairs.any() else nan,
+        pca_mean=float(pca[has_pairs].mean()) if has_pairs.any() else nan,
+        peak=float(scores.peak[multi].mean()) if multi.any() else nan,
     )
-    for k, values in scores.topk.items():
-        summary.topk[k] = float(values[multi].mean()) if multi.any() else float("nan")
-        picked = scores.topk_best[k][multi]
-        summary.topk_sum[k] = float(np.sum(weights * scores.best[multi]) / np.sum(weights * picked)) if multi.any() else float("nan")
+    for k in scores.topk_ratio:
+        summary.topk_mean[k] = float(scores.topk_ratio[k][multi].mean()) if multi.any() else nan
+        picked = weights * scores.topk_best[k][multi]
+        summary.topk[k] = float(np.sum(weights * scores.best[multi]) / np.sum(picked)) if multi.any() else nan
     return summary
 
 
 def evaluate(ds: Dataset, scores: np.ndarray, task_weight: Mapping[int, float] | None = None) -> dict:
-    """Metrics of a model's scores and of the random floor: overall, per hardware, per operator kind."""
+    """Metrics of a model's scores and of the exact random floor (under ``"random"``): overall, per hardware,
+    per operator kind; keys as in :meth:`Summary.to_json`."""
     model = group_scores(ds, scores)
     floor = random_group_scores(ds)
     result = {"overall": _both(model, floor, None, task_weight), "per_hardware": {}, "per_operator": {}}

@@ -1,5 +1,9 @@
 """The training loop of the neural cost models, readable top to bottom.
 
+The loop knows nothing of model classes: a model hands it a function that builds its network and one
+that turns featurised rows into the network's inputs, and gets back the trained network, the
+normalisation it used and the history (models use the loop, never the other way round).
+
 Batches are built from groups (one task on one hardware): each batch holds ``groups_per_batch`` chunks
 of up to ``group_size`` programs of one group, and the ranking loss is computed within each chunk.
 Every epoch: train, validate (PCA on held-out groups), keep the best epoch, write a checkpoint.
@@ -11,7 +15,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +25,16 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from . import distributed
-from .dataset import Dataset, atomic_write_text
+from .atomic import staged_file, write_text
+from .dataset import Dataset
 from .errors import CrosstuneError
 from .features import Features, Normalizer, featurize
+from .losses import LOSSES
 from .metrics import validation_pca
-from .models.losses import LOSSES
 
-CHECKPOINT_DIR = "checkpoint"
+# (features, rows, device) -> the keyword tensors of the network's forward for those rows
+BatchTensors = Callable[[Features, np.ndarray, torch.device], dict]
+PREDICT_BATCH = 512
 
 
 class TrainHooks:
@@ -43,22 +51,30 @@ class TrainHooks:
         return False
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
+    """How a neural model is trained. ``None`` fields take the model's own default (TLP: Adam at
+    7e-4 over mixed batches; crossfeat: AdamW at 2e-3 within groups); a model resolves them once, on
+    a copy, when it is constructed, so the saved config says what was used."""
+
     epochs: int = 12
-    lr: float = 2e-3
+    lr: float | None = None
     weight_decay: float = 1e-4
-    optimizer: str = "adamw"  # adamw | adam
+    optimizer: str | None = None  # adamw | adam
     loss: str = "lambdarank"  # lambdarank | pairwise | mse
     group_size: int = 64
     groups_per_batch: int = 8
-    batch_across_groups: bool = False  # TLP: one ranking over the whole (mixed) batch
+    batch_across_groups: bool | None = None  # True (TLP): one ranking over the whole (mixed) batch
     grad_clip: float = 1.0
     seed: int = 0
     device: str = "cpu"
     # Overrides of the model's own architecture defaults (``--arch d_model=32,layers=1``); kept here
     # so that every path that builds a model from a TrainConfig carries them.
     architecture: dict = field(default_factory=dict)
+
+    def with_defaults(self, defaults: dict) -> "TrainConfig":
+        """A copy with every ``None`` field taken from ``defaults``."""
+        return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
 
     def check(self) -> None:
         if self.loss not in LOSSES:
@@ -67,6 +83,10 @@ class TrainConfig:
             raise CrosstuneError("--epochs must be at least 1")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise CrosstuneError("--device cuda asked for, but PyTorch sees no CUDA device")
+        if self.lr is not None and not self.lr > 0:
+            raise CrosstuneError(f"--lr must be positive, not {self.lr}")
+        if self.optimizer not in (None, "adamw", "adam"):
+            raise CrosstuneError(f"unknown optimizer {self.optimizer!r}; choose adamw or adam")
 
 
 def make_batches(group: np.ndarray, rows: np.ndarray, rng: np.random.Generator, cfg: TrainConfig) -> list[np.ndarray]:
@@ -115,10 +135,9 @@ class _Checkpoint:
                 else:
                     scalars[f"{index}.{name}"] = float(value)
         name = f"state-{epoch:04d}.safetensors"
-        tmp = self.directory / f".{name}.tmp"
-        save_file(tensors, str(tmp))
-        tmp.replace(self.directory / name)
-        atomic_write_text(self.directory / "progress.json", json.dumps({
+        with staged_file(self.directory / name) as tmp:
+            save_file(tensors, str(tmp))
+        write_text(self.directory / "progress.json", json.dumps({
             "epoch": epoch, "tensors": name, "history": history, "best": best, "opt_scalars": scalars,
             "param_groups": opt["param_groups"], "normalizer": normalizer.to_json()}))
         for old in self.directory.glob("state-*.safetensors"):
@@ -155,15 +174,41 @@ def _scores_matrix(scores: torch.Tensor, batch: np.ndarray) -> torch.Tensor:
     return matrix
 
 
-def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
-                 checkpoint_dir: Path | None = None, resume: bool = False, progress: bool = True,
-                 hooks: TrainHooks | None = None, warm_start: bool = False) -> dict:
-    """Fit ``model`` (a NeuralCostModel) and leave it holding its best-validated weights.
+@dataclass
+class Trained:
+    net: torch.nn.Module  # holding its best-validated weights, in eval mode
+    normalizer: Normalizer
+    history: dict
 
-    ``hooks`` see every epoch start, validation and end and may stop training early (the MLPerf-style
-    benchmark stops at its quality target). ``warm_start``
-    continues from the model's current weights and normalisation (few-shot fine-tuning)."""
+
+@torch.inference_mode()
+def predict_scores(net: torch.nn.Module, batch_tensors: BatchTensors, feats: Features) -> np.ndarray:
+    """One score per row of ``feats``, batched (similar lengths together: less padding)."""
+    net = net.eval()
+    device = next(net.parameters()).device
+    order = np.argsort(feats.lengths, kind="stable")
+    scores = np.empty(len(feats), dtype=np.float64)
+    for start in range(0, len(order), PREDICT_BATCH):
+        rows = order[start:start + PREDICT_BATCH]
+        scores[rows] = net(**batch_tensors(feats, rows, device)).float().cpu().numpy()
+    return scores
+
+
+def train_neural(build_net: Callable[[], torch.nn.Module], batch_tensors: BatchTensors, train: Dataset,
+                 valid: Dataset | None, cfg: TrainConfig, *, net: torch.nn.Module | None = None,
+                 normalizer: Normalizer | None = None, checkpoint_dir: Path | None = None, resume: bool = False,
+                 progress: bool = True, hooks: TrainHooks | None = None, label: str = "model") -> Trained:
+    """Train a network (a fresh ``build_net()``, or ``net`` to continue from its weights) and return it
+    holding its best-validated weights.
+
+    ``cfg`` must be resolved (no ``None`` fields). ``normalizer``: the statistics to featurise with
+    (fine-tuning keeps the pre-trained ones); by default they are fitted on ``train`` (or restored
+    from the checkpoint on ``resume``). ``hooks`` see every epoch start, validation and end and may
+    stop training early (the MLPerf-style benchmark stops at its quality target)."""
     cfg.check()
+    unresolved = [name for name in ("lr", "optimizer", "batch_across_groups") if getattr(cfg, name) is None]
+    if unresolved:
+        raise ValueError(f"train_neural needs a resolved TrainConfig (the model fills {', '.join(unresolved)})")
     hooks = hooks or TrainHooks()
     ctx = distributed.context(cfg.device)
     device = distributed.device_for(ctx, cfg.device)
@@ -173,15 +218,15 @@ def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
         raise CrosstuneError("the training split has fewer than two valid measurements")
     saved = checkpoint.load() if (checkpoint is not None and resume) else None
     if saved:
-        model.normalizer = Normalizer.from_json(saved[0]["normalizer"])
-    elif not (warm_start and model.normalizer is not None):
-        model.normalizer = Normalizer.fit(train)
-    feats: Features = featurize(train, model.normalizer)
-    valid_feats = featurize(valid, model.normalizer) if valid is not None and len(valid) else None
+        normalizer = Normalizer.from_json(saved[0]["normalizer"])
+    elif normalizer is None:
+        normalizer = Normalizer.fit(train)
+    feats: Features = featurize(train, normalizer)
+    valid_feats = featurize(valid, normalizer) if valid is not None and len(valid) else None
     labels = torch.from_numpy(train.labels())
     rows = np.flatnonzero(train.valid)
 
-    net = (model.net if warm_start and model.net is not None else model.build_net()).to(device)
+    net = (net if net is not None else build_net()).to(device)
     optimizer_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
     optimizer = optimizer_cls(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay if cfg.optimizer == "adamw" else 0.0)
     history: list[dict] = []
@@ -200,7 +245,7 @@ def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
     total_steps = max(1, cfg.epochs)
 
     epochs = range(first_epoch, cfg.epochs)
-    bar = tqdm(epochs, desc=f"training {model.kind}", disable=not (progress and ctx.is_main), unit="epoch")
+    bar = tqdm(epochs, desc=f"training {label}", disable=not (progress and ctx.is_main), unit="epoch")
     for epoch in bar:
         hooks.epoch_start(epoch)
         started = time.perf_counter()
@@ -215,7 +260,7 @@ def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
         loss_sum, samples = 0.0, 0
         for batch in batches:
             flat = batch[batch >= 0]
-            tensors = model.batch_tensors(feats, flat, device)
+            tensors = batch_tensors(feats, flat, device)
             scores = train_net(**tensors)
             score_matrix = _scores_matrix(scores, batch)
             label_matrix = torch.zeros(batch.shape, dtype=torch.float32)
@@ -229,12 +274,11 @@ def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
             loss_sum += float(loss.detach()) * len(flat)
             samples += len(flat)
         seconds = time.perf_counter() - started
-        mean_loss = distributed.all_reduce_mean(ctx, loss_sum / max(samples, 1))
+        mean_loss = distributed.all_reduce_mean(ctx, loss_sum / max(samples, 1), device)
         valid_pca = float("nan")
         if valid_feats is not None:
             hooks.eval_start(epoch)
-            model.net = net
-            valid_pca = validation_pca(valid, model.predict_features(valid_feats))
+            valid_pca = validation_pca(valid, predict_scores(net, batch_tensors, valid_feats))
         record = {"epoch": epoch, "loss": mean_loss, "valid_pca": valid_pca, "samples": samples * ctx.world_size,
                   "seconds": seconds, "lr": optimizer.param_groups[0]["lr"]}
         history.append(record)
@@ -243,12 +287,12 @@ def train_neural(model, train: Dataset, valid: Dataset | None, cfg: TrainConfig,
             best = {"epoch": epoch, "valid_pca": score}
             best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
         if checkpoint is not None and ctx.is_main:
-            checkpoint.save(epoch, net, best_state, optimizer, history, best, model.normalizer)
+            checkpoint.save(epoch, net, best_state, optimizer, history, best, normalizer)
         bar.set_postfix(loss=f"{mean_loss:.4f}", valid_pca=f"{valid_pca:.4f}")
         if hooks.epoch_end(record):
             break
     net.load_state_dict(best_state)
-    model.net = net.eval()
     distributed.barrier(ctx)
-    return {"epochs": history, "best_epoch": best["epoch"], "best_valid_pca": best["valid_pca"],
-            "config": asdict(cfg), "world_size": ctx.world_size}
+    return Trained(net.eval(), normalizer, {
+        "epochs": history, "best_epoch": best["epoch"], "best_valid_pca": best["valid_pca"],
+        "config": asdict(cfg), "world_size": ctx.world_size})

@@ -53,8 +53,29 @@ class BenchSettings:
             raise CrosstuneError(f"--target-pca must be in (0.5, 1): a random ranker already scores 0.5 ({self.target_pca})")
         if self.max_epochs < 1 or not self.seeds or self.processes < 1:
             raise CrosstuneError("--max-epochs, --seeds and --processes must be at least 1")
-        if self.model not in ("crossfeat", "crossfeat-nohw", "tlp"):
-            raise CrosstuneError("the benchmark trains a neural model: crossfeat, crossfeat-nohw or tlp")
+        from ..dataset import read_manifest
+        from ..models import MODEL_KINDS, training_options
+
+        neural = [kind for kind in MODEL_KINDS if "epochs" in training_options(kind)]
+        if self.model not in neural:
+            raise CrosstuneError(f"the benchmark trains a model epoch by epoch: {', '.join(neural)}")
+        # The split is checked here, in the parent, so that a typo is one error line and not a run of
+        # worker processes that each fail and leave an "incomplete" log.
+        if self.split not in BENCH_SPLITS:
+            raise CrosstuneError(f"--split {self.split!r}: the benchmark takes {', '.join(BENCH_SPLITS)}")
+        if not 0.0 < self.test_fraction < 1.0:
+            raise CrosstuneError(f"--test-fraction must be in (0, 1), not {self.test_fraction}")
+        present = {name for path in self.datasets for name in read_manifest(Path(path)).get("hardware", {})}
+        if self.split == "by-hardware":
+            unknown = [h for h in self.test_hardware if h not in present]
+            if not self.test_hardware or unknown:
+                raise CrosstuneError(f"--split by-hardware needs --test-hardware from {', '.join(sorted(present))}"
+                                     + (f" (not {', '.join(unknown)})" if unknown else ""))
+        elif self.test_hardware:
+            raise CrosstuneError("--test-hardware applies to --split by-hardware only")
+
+
+BENCH_SPLITS = ("by-task", "within-task", "by-hardware")  # the splits the benchmark has options for
 
 
 def _logger(path: Path | None):
@@ -88,7 +109,7 @@ def run_once(settings: BenchSettings, seed: int, log_path: Path, progress: bool 
     from .. import distributed
     from ..dataset import load_dataset
     from ..experiment import SplitOptions
-    from ..models import create_model
+    from ..models import FitOptions, create_model
     from ..train import TrainConfig, TrainHooks
 
     ctx = distributed.context(settings.device)
@@ -103,9 +124,8 @@ def run_once(settings: BenchSettings, seed: int, log_path: Path, progress: bool 
     log.event(key=C.SEED, value=seed)
     log.event(key=QUALITY_KEY, value=settings.target_pca)
     log.event(key=C.CACHE_CLEAR, value=True)  # nothing is cached in-process between runs: each run re-reads
-    cfg = TrainConfig(epochs=settings.max_epochs, seed=seed, device=settings.device,
-                      lr=7e-4 if settings.model == "tlp" else TrainConfig.lr)
-    model = create_model(settings.model, cfg)
+    model = create_model(settings.model, TrainConfig(epochs=settings.max_epochs, seed=seed, device=settings.device))
+    cfg = model.train_config  # with the model's own learning rate and optimizer filled in
 
     log.start(key=C.STAGING_START)
     staged_at = time.perf_counter()
@@ -148,7 +168,7 @@ def run_once(settings: BenchSettings, seed: int, log_path: Path, progress: bool 
     hooks = Hooks()
     hooks.last_pca = float("nan")
     log.start(key=C.RUN_START)
-    model.fit(train, valid, progress=progress, hooks=hooks)
+    model.fit(train, valid, FitOptions(progress=progress, hooks=hooks))
     success = hooks.last_pca >= settings.target_pca
     log.end(key=C.RUN_STOP, metadata={"status": C.SUCCESS if success else C.ABORTED})
     distributed.barrier(ctx)

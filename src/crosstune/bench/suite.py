@@ -52,8 +52,7 @@ def roofline_section(settings: BenchSettings, samples_per_s: float, out: Path) -
     model = create_model(settings.model)
     rows = np.arange(min(len(ds), 4096))
     sample = ds.select(rows)
-    model.normalizer = Normalizer.fit(sample)
-    feats = featurize(sample, model.normalizer)
+    feats = featurize(sample, Normalizer.fit(sample))
     batch = rows[: model.train_config.group_size * model.train_config.groups_per_batch]
     flops, nbytes = training_cost_per_sample(model, feats, batch, settings.device)
     roof = Roofline(flops, nbytes, samples_per_s, measure_peak_gflops(settings.device), measure_bandwidth_gbs(settings.device))

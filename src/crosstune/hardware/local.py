@@ -63,8 +63,26 @@ def _mem_gb() -> float:
     return 0.0
 
 
+def _two_significant(value: float) -> float:
+    """Measured figures are frozen to two significant digits: a descriptor must come out the same in
+    every process on one machine (an import refuses a descriptor that differs from the dataset's)."""
+    if value <= 0:
+        return value
+    return float(f"{value:.2g}")
+
+
+def _max_clock_mhz() -> float:
+    """The CPU's nominal maximum clock (sysfs), which, unlike /proc/cpuinfo's current MHz, does not
+    move with load and power saving."""
+    try:
+        return int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) / 1000.0
+    except (OSError, ValueError):
+        return 0.0
+
+
 def measure_copy_bandwidth_gbs(megabytes: int = 128, repeats: int = 5) -> float:
-    """Sustained memory bandwidth of a large array copy (read + write bytes counted), best of N."""
+    """Sustained memory bandwidth of a large array copy (read + write bytes counted), best of N, to two
+    significant digits."""
     import numpy as np
 
     src = np.ones(megabytes * 1024 * 1024 // 8)
@@ -74,7 +92,7 @@ def measure_copy_bandwidth_gbs(megabytes: int = 128, repeats: int = 5) -> float:
         start = time.perf_counter()
         np.copyto(dst, src)
         best = min(best, time.perf_counter() - start)
-    return round(2 * src.nbytes / best / 1e9, 1)
+    return _two_significant(2 * src.nbytes / best / 1e9)
 
 
 def _vector_bytes(flags: set[str]) -> int:
@@ -100,10 +118,12 @@ def detect_local() -> HardwareSpec:
     info = _cpuinfo()
     flags = cpu_flags()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        clock = float(info.get("cpu MHz", "0"))
-    except ValueError:
-        clock = 0.0
+    clock = _max_clock_mhz()
+    if clock <= 0:
+        try:
+            clock = _two_significant(float(info.get("cpu MHz", "0")))
+        except ValueError:
+            clock = 0.0
     if clock <= 0:
         clock = 2000.0  # not reported (some ARM kernels); a placeholder that keeps the schema valid
     vector = _vector_bytes(flags)
@@ -117,7 +137,7 @@ def detect_local() -> HardwareSpec:
         l3_kb=_cache_kb(3, "Unified"), shared_mem_per_block_kb=0, warp_size=0, max_threads_per_block=0,
         vector_bytes=vector, mem_gb=_mem_gb(),
         source="detected from /proc/cpuinfo and sysfs; memory bandwidth measured with a 128 MB copy; "
-               "peak assumes 2 FMA pipes per core",
+               "clock and bandwidth to two significant digits; peak assumes 2 FMA pipes per core",
     )
 
 

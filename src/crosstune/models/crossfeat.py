@@ -13,7 +13,7 @@ reads the pooled program tokens next to the hardware and operator tokens and giv
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -121,6 +121,5 @@ class CrossFeatNoHwModel(CrossFeatModel):
     kind = "crossfeat-nohw"
 
     def __init__(self, config: CrossFeatConfig | None = None, train_config=None):
-        config = config or CrossFeatConfig()
-        config.use_cross_features = False
         super().__init__(config, train_config)
+        self.config = replace(self.config, use_cross_features=False)  # on the model's own copy

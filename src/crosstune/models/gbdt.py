@@ -7,20 +7,23 @@ Trained with ``rank:pairwise`` grouped by (task, hardware), pairs drawn uniforml
 (``lambdarank_pair_method=mean``): XGBoost's default draws them from the top of each group only, which
 on the roller-ansor K80 -> V100 split gave PCA 0.659 against 0.720 with two uniform pairs per program
 (top-1 0.862 vs 0.915).
+With validation records, boosting stops once their PCA (the neural models' validation metric) has not
+improved for ``early_stopping_rounds`` rounds, and the best round is kept.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from .. import tokens
+from ..atomic import staged_file
 from ..dataset import Dataset
 from ..errors import CrosstuneError
-from ..features import Normalizer, featurize, kind_counts_and_means, spec_vectors
-from .base import CostModel, write_config
+from ..features import Normalizer, featurize, kind_counts_and_means
+from .base import CostModel, FitOptions, copied
 
 MODEL_FILE = "model.json"
 
@@ -33,19 +36,32 @@ class XGBConfig:
     learning_rate: float = 0.1
     subsample: float = 0.8
     pairs_per_program: int = 2
+    # Stop when validation PCA has not improved for this many rounds; the best round is kept.
+    early_stopping_rounds: int = 30
     seed: int = 0
     threads: int = 0  # 0 = all cores
+    device: str = "cpu"  # XGBoost's own: cpu, cuda, cuda:N
 
 
 class XGBModel(CostModel):
     kind = "xgb"
+    config_cls = XGBConfig
+    # Trees have no epochs, loss choice, learning-rate schedule or checkpoint: only --device applies.
+    options = frozenset({"device"})
 
-    def __init__(self, config: XGBConfig | None = None):
-        self.config = config or XGBConfig()
+    def __init__(self, config: XGBConfig | None = None, train_config=None):
+        self.config = copied(config, XGBConfig)
+        if train_config is not None:  # the seed and device of a run apply to every model of it
+            self.config = replace(self.config, seed=train_config.seed, device=train_config.device)
         self.normalizer: Normalizer | None = None
         self.booster = None
         self.hardware_seen: dict[str, list[float]] = {}
+        self.hardware_descriptors: dict[str, dict] = {}
         self.history: dict = {}
+
+    @property
+    def max_steps(self) -> int:
+        return self.config.max_steps
 
     def features(self, ds: Dataset) -> np.ndarray:
         feats = featurize(ds, self.normalizer)
@@ -58,26 +74,52 @@ class XGBModel(CostModel):
         return np.concatenate([positional, counts, means, feats.op,
                                feats.op_kind[:, None].astype(np.float32), feats.hw, feats.lengths[:, None]], axis=1)
 
-    def fit(self, train: Dataset, valid: Dataset | None = None, progress: bool = True, **_options) -> dict:
+    def _matrix(self, ds: Dataset):
+        """(rows sorted so that query groups are contiguous, as XGBoost wants, and their DMatrix)."""
         import xgboost
 
-        self.normalizer = Normalizer.fit(train)
-        self.hardware_seen = spec_vectors({n: train.specs[n] for n in train.hardware_names if n in train.specs})
-        rows = np.flatnonzero(train.valid)
-        rows = rows[np.argsort(train.group[rows], kind="stable")]  # XGBoost wants query groups contiguous
-        if len(rows) < 2:
+        rows = np.flatnonzero(ds.valid)
+        rows = rows[np.argsort(ds.group[rows], kind="stable")]
+        matrix = xgboost.DMatrix(self.features(ds.select(rows)), label=ds.labels()[rows], qid=ds.group[rows])
+        return rows, matrix
+
+    def fit(self, train: Dataset, valid: Dataset | None = None, options: FitOptions | None = None) -> dict:
+        import xgboost
+
+        from ..metrics import validation_pca
+
+        options = options or FitOptions()
+        if options.resume or options.warm_start or options.epochs or options.lr:
+            raise CrosstuneError("xgb trains in one pass: it has no checkpoint to resume, no fine-tuning and "
+                                 "no epochs or learning-rate schedule")
+        if int(np.count_nonzero(train.valid)) < 2:
             raise CrosstuneError("the training split has fewer than two valid measurements")
-        x = self.features(train.select(rows))
-        y = train.labels()[rows]
-        matrix = xgboost.DMatrix(x, label=y, qid=train.group[rows])
+        self.normalizer = Normalizer.fit(train)
+        self._learn_hardware(train)
+        rows, matrix = self._matrix(train)
         params = {"objective": "rank:pairwise", "max_depth": self.config.max_depth, "eta": self.config.learning_rate,
                   "subsample": self.config.subsample, "tree_method": "hist", "seed": self.config.seed,
                   "lambdarank_pair_method": "mean", "lambdarank_num_pair_per_sample": self.config.pairs_per_program,
-                  "verbosity": 0}
+                  "device": self.config.device, "verbosity": 0, "disable_default_eval_metric": 1}
         if self.config.threads:
             params["nthread"] = self.config.threads
-        self.booster = xgboost.train(params, matrix, num_boost_round=self.config.n_estimators)
-        self.history = {"records": int(len(rows))}
+        early = {}
+        if valid is not None and int(np.count_nonzero(valid.valid)) >= 2:
+            valid_order, valid_matrix = self._matrix(valid)
+            ordered = valid.select(valid_order)
+
+            def pca(predictions, _matrix):  # the validation metric of the neural models too
+                return "pca", validation_pca(ordered, predictions)
+
+            early = {"evals": [(valid_matrix, "valid")], "custom_metric": pca, "maximize": True,
+                     "early_stopping_rounds": self.config.early_stopping_rounds, "verbose_eval": False}
+        booster = xgboost.train(params, matrix, num_boost_round=self.config.n_estimators, **early)
+        self.history = {"records": int(len(rows)), "rounds": booster.num_boosted_rounds(), **self.cropped(train)}
+        if early:
+            best = int(booster.best_iteration)
+            self.history.update({"best_round": best + 1, "best_valid_pca": float(booster.best_score)})
+            booster = booster[: best + 1]  # the saved model is the best round's, not the last one's
+        self.booster = booster
         return self.history
 
     def predict(self, programs: Dataset) -> np.ndarray:
@@ -87,18 +129,16 @@ class XGBModel(CostModel):
             raise CrosstuneError("model is not trained or loaded")
         return self.booster.predict(xgboost.DMatrix(self.features(programs))).astype(np.float64)
 
-    def save(self, directory: str | Path) -> None:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{MODEL_FILE}.tmp.json"
-        self.booster.save_model(str(tmp))
-        tmp.replace(directory / MODEL_FILE)
-        write_config(directory, {"kind": self.kind, "model": asdict(self.config),
-                                 "normalizer": self.normalizer.to_json(), "hardware_seen": self.hardware_seen,
-                                 "history": self.history})
+    def _write(self, directory: Path) -> dict:
+        if self.booster is None:
+            raise CrosstuneError("cannot save a model that was not trained")
+        with staged_file(directory / MODEL_FILE) as tmp:  # XGBoost picks its format by the .json suffix
+            self.booster.save_model(str(tmp))
+        return {"kind": self.kind, "model": asdict(self.config), "normalizer": self.normalizer.to_json(),
+                **self._hardware_json(), "history": self.history}
 
     @classmethod
-    def from_config(cls, directory: Path, config: dict) -> "XGBModel":
+    def _read(cls, directory: Path, config: dict) -> "XGBModel":
         import xgboost
 
         try:
@@ -106,7 +146,8 @@ class XGBModel(CostModel):
         except (TypeError, KeyError) as err:
             raise CrosstuneError(f"{directory}: model config does not match this crosstune ({err})") from None
         model.normalizer = Normalizer.from_json(config.get("normalizer", {}))
-        model.hardware_seen = config.get("hardware_seen", {})
+        model._restore_hardware(config)
+        model.history = config.get("history", {})
         booster = xgboost.Booster()
         try:
             booster.load_model(str(directory / MODEL_FILE))

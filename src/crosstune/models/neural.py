@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from ..atomic import staged_file
 from ..dataset import Dataset
 from ..errors import CrosstuneError
-from ..features import Features, Normalizer, featurize, spec_vectors
-from ..train import TrainConfig, train_neural
-from .base import CostModel, write_config
+from ..features import Features, Normalizer, featurize
+from ..train import TrainConfig, predict_scores, train_neural
+from .base import CostModel, FitOptions, copied
 
-PREDICT_BATCH = 512
 WEIGHTS = "weights.safetensors"
 
 
@@ -25,15 +26,23 @@ class NeuralCostModel(CostModel):
     """Subclasses define ``build_net`` (an nn.Module whose forward takes the tensors of
     ``batch_tensors`` and returns one score per program) and their config dataclass."""
 
-    config_cls: type
+    options = frozenset({"epochs", "loss", "lr", "device", "resume"})
+    warm_starts = True
+    # Training settings of this model where TrainConfig leaves them None (crossfeat's; TLP has its own).
+    train_defaults: ClassVar[dict] = {"lr": 2e-3, "optimizer": "adamw", "batch_across_groups": False}
 
     def __init__(self, config=None, train_config: TrainConfig | None = None):
-        self.config = config if config is not None else self.config_cls()
-        self.train_config = train_config or TrainConfig()
+        self.config = copied(config, self.config_cls)
+        # TrainConfig is frozen; with_defaults returns a new one, and the architecture dict is the
+        # caller's object, so it is copied too.
+        train_config = train_config or TrainConfig()
+        self.train_config = replace(train_config.with_defaults(self.train_defaults),
+                                    architecture=dict(train_config.architecture))
         self.normalizer: Normalizer | None = None
         self.net: torch.nn.Module | None = None
         self.history: dict = {}
         self.hardware_seen: dict[str, list[float]] = {}
+        self.hardware_descriptors: dict[str, dict] = {}
 
     @abstractmethod
     def build_net(self) -> torch.nn.Module: ...
@@ -41,55 +50,63 @@ class NeuralCostModel(CostModel):
     @abstractmethod
     def batch_tensors(self, feats: Features, rows: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]: ...
 
-    def fit(self, train: Dataset, valid: Dataset | None = None, checkpoint_dir: str | Path | None = None,
-            resume: bool = False, progress: bool = True, hooks=None, warm_start: bool = False) -> dict:
-        seen = spec_vectors({n: train.specs[n] for n in train.hardware_names if n in train.specs})
-        self.hardware_seen = {**self.hardware_seen, **seen} if warm_start else seen
-        self.history = train_neural(self, train, valid, self.train_config,
-                                    Path(checkpoint_dir) if checkpoint_dir else None, resume, progress, hooks,
-                                    warm_start=warm_start)
-        return self.history
+    def _prepare(self, train: Dataset, warm: bool) -> None:
+        """Settings a subclass derives from the training data before its network is built."""
+
+    def fit(self, train: Dataset, valid: Dataset | None = None, options: FitOptions | None = None) -> dict:
+        options = options or FitOptions()
+        warm = options.warm_start and self.net is not None
+        self._prepare(train, warm)
+        schedule = replace(self.train_config, epochs=options.epochs or self.train_config.epochs,
+                           lr=options.lr or self.train_config.lr)
+        trained = train_neural(self.build_net, self.batch_tensors, train, valid, schedule,
+                               net=self.net if warm else None, normalizer=self.normalizer if warm else None,
+                               checkpoint_dir=Path(options.checkpoint_dir) if options.checkpoint_dir else None,
+                               resume=options.resume, progress=options.progress, hooks=options.hooks,
+                               label=self.kind)
+        self.net, self.normalizer = trained.net, trained.normalizer
+        self._learn_hardware(train, add=warm)
+        history = {**trained.history, **self.cropped(train)}
+        if warm:
+            self.history = {"pretrain": self.history.get("pretrain", self.history), "fine_tune": history}
+        else:
+            self.history = history
+        return history
 
     def predict(self, programs: Dataset) -> np.ndarray:
         if self.net is None or self.normalizer is None:
             raise CrosstuneError("model is not trained or loaded")
         return self.predict_features(featurize(programs, self.normalizer))
 
-    @torch.inference_mode()
     def predict_features(self, feats: Features) -> np.ndarray:
-        net = self.net.eval()
-        device = next(net.parameters()).device
-        # Similar lengths in one batch waste less padding.
-        order = np.argsort(feats.lengths, kind="stable")
-        scores = np.empty(len(feats), dtype=np.float64)
-        for start in range(0, len(order), PREDICT_BATCH):
-            rows = order[start:start + PREDICT_BATCH]
-            scores[rows] = net(**self.batch_tensors(feats, rows, device)).float().cpu().numpy()
-        return scores
+        return predict_scores(self.net, self.batch_tensors, feats)
 
-    def save(self, directory: str | Path) -> None:
-        directory = Path(directory)
+    def _write(self, directory: Path) -> dict:
         if self.net is None or self.normalizer is None:
             raise CrosstuneError("cannot save a model that was not trained")
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{WEIGHTS}.tmp"
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.net.state_dict().items()}, str(tmp))
-        tmp.replace(directory / WEIGHTS)
-        write_config(directory, {
-            "kind": self.kind, "model": asdict(self.config), "train": asdict(self.train_config),
-            "normalizer": self.normalizer.to_json(), "hardware_seen": self.hardware_seen,
-            "history": self.history,
-        })
+        with staged_file(directory / WEIGHTS) as tmp:
+            save_file({k: v.detach().cpu().contiguous() for k, v in self.net.state_dict().items()}, str(tmp))
+        return {"kind": self.kind, "model": asdict(self.config), "train": asdict(self.train_config),
+                "normalizer": self.normalizer.to_json(), **self._hardware_json(),
+                "history": self.history, **self._fitted_json()}
+
+    def _fitted_json(self) -> dict:
+        """What the model learned besides its weights (saved in config.json)."""
+        return {}
+
+    def _restore_fitted(self, config: dict) -> None:
+        pass
 
     @classmethod
-    def from_config(cls, directory: Path, config: dict) -> "NeuralCostModel":
+    def _read(cls, directory: Path, config: dict) -> "NeuralCostModel":
         try:
             model = cls(cls.config_cls(**config["model"]), TrainConfig(**config.get("train", {})))
         except (TypeError, KeyError) as err:
             raise CrosstuneError(f"{directory}: model config does not match this crosstune ({err})") from None
         model.normalizer = Normalizer.from_json(config.get("normalizer", {}))
-        model.hardware_seen = config.get("hardware_seen", {})
+        model._restore_hardware(config)
         model.history = config.get("history", {})
+        model._restore_fitted(config)
         net = model.build_net()
         try:
             state = load_file(str(directory / WEIGHTS))
@@ -100,7 +117,3 @@ class NeuralCostModel(CostModel):
             raise CrosstuneError(f"{directory}: {WEIGHTS} is corrupt or does not match the config ({str(err)[:200]})") from None
         model.net = net.eval()
         return model
-
-    def to_device(self, device: str) -> None:
-        if self.net is not None:
-            self.net.to(device)

@@ -14,7 +14,7 @@ slots follow. CPU: 13 + 1 + 8 = 22 features; GPU: 11 + 1 + 8 = 20.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -23,7 +23,6 @@ from torch import nn
 from .. import tokens
 from ..dataset import Dataset
 from ..features import Features
-from ..train import TrainConfig
 from .neural import NeuralCostModel
 
 _GPU_KINDS = (("split",), ("follow_split",), ("follow_fused_split",), ("reorder",), ("fuse",), ("bind", "vthread"),
@@ -36,12 +35,14 @@ _CPU_KINDS = (("split",), ("follow_split",), ("follow_fused_split",), ("reorder"
 
 @dataclass
 class TLPConfig:
-    target: str = "gpu"  # "cpu": 25 steps x 22 features; "gpu": 40 x 20
+    # "cpu": 25 steps x 22 features; "gpu": 40 x 20; "auto": by the training hardware (most records
+    # decide), resolved by ``fit`` and saved as the model's ``input_target``.
+    target: str = "auto"
     heads: int = 8
 
     def problem(self) -> str | None:
-        if self.target not in ("cpu", "gpu"):
-            return f"target must be cpu or gpu, not {self.target!r}"
+        if self.target not in ("auto", "cpu", "gpu"):
+            return f"target must be auto, cpu or gpu, not {self.target!r}"
         if 256 % self.heads:
             return f"heads ({self.heads}) must divide 256"
         return None
@@ -81,34 +82,53 @@ class TLPNet(nn.Module):
 class TLPModel(NeuralCostModel):
     kind = "tlp"
     config_cls = TLPConfig
+    # TLP's published training: Adam at 7e-4, one LambdaRank over the whole mixed batch.
+    train_defaults = {"lr": 7e-4, "optimizer": "adam", "batch_across_groups": True}
 
-    def __init__(self, config: TLPConfig | None = None, train_config: TrainConfig | None = None):
-        train_config = train_config or TrainConfig()
-        train_config.optimizer, train_config.batch_across_groups = "adam", True
+    def __init__(self, config: TLPConfig | None = None, train_config=None):
         super().__init__(config, train_config)
+        self.input_target = None if self.config.target == "auto" else self.config.target
+
+    @property
+    def shape(self) -> TLPConfig:
+        """The config with the input target resolved. Before ``fit`` an ``auto`` model has the GPU
+        shape (what the benchmark's roofline probe of an untrained model measures)."""
+        return replace(self.config, target=self.input_target or "gpu")
+
+    @property
+    def max_steps(self) -> int:
+        return self.shape.max_steps
+
+    def _prepare(self, train: Dataset, warm: bool) -> None:
+        if warm or self.config.target != "auto":
+            return  # fine-tuning keeps the network's input shape
+        gpu = sum(int(np.sum(train.hardware == i)) for i, n in enumerate(train.hardware_names)
+                  if n in train.specs and train.specs[n].kind == "gpu")
+        self.input_target = "gpu" if gpu * 2 >= len(train) else "cpu"
+
+    def _fitted_json(self) -> dict:
+        return {"input_target": self.shape.target}
+
+    def _restore_fitted(self, config: dict) -> None:
+        self.input_target = config.get("input_target", self.input_target)
 
     @property
     def _bucket_of(self) -> np.ndarray:
-        bucket = np.full(len(tokens.KINDS), len(self.config.buckets), dtype=np.int64)
-        for slot, names in enumerate(self.config.buckets):
+        shape = self.shape
+        bucket = np.full(len(tokens.KINDS), len(shape.buckets), dtype=np.int64)
+        for slot, names in enumerate(shape.buckets):
             for name in names:
                 bucket[tokens.KIND_ID[name]] = slot
         return bucket
 
-    def fit(self, train: Dataset, valid: Dataset | None = None, **options) -> dict:
-        # CPU or GPU input shape by the training hardware (most records decide).
-        gpu = sum(int(np.sum(train.hardware == i)) for i, n in enumerate(train.hardware_names)
-                  if train.specs[n].kind == "gpu")
-        self.config.target = "gpu" if gpu * 2 >= len(train) else "cpu"
-        return super().fit(train, valid, **options)
-
     def build_net(self) -> nn.Module:
-        return TLPNet(self.config)
+        return TLPNet(self.shape)
 
     def batch_tensors(self, feats: Features, rows: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
-        kinds, cats, args, mask = feats.padded(rows, max_len=self.config.max_steps)
+        shape = self.shape
+        kinds, cats, args, mask = feats.padded(rows, max_len=shape.max_steps)
         bucket_of = self._bucket_of
-        n_slots = len(self.config.buckets) + 1
+        n_slots = len(shape.buckets) + 1
         onehot = np.zeros(kinds.shape + (n_slots,), dtype=np.float32)
         np.put_along_axis(onehot, bucket_of[kinds][..., None], 1.0, axis=-1)
         onehot *= mask[..., None]

@@ -334,12 +334,19 @@ def _write_network_map(out: Path, tasks: list[dict]) -> None:
 
 
 def import_collection(out: Path, configs: list[str], provenance: dict) -> Path:
-    """Import every configuration's database into ``out/dataset`` (duplicates are skipped)."""
+    """Import every configuration's database into ``out/dataset`` (duplicates are skipped).
+
+    A configuration already in the dataset keeps the descriptor it was first imported with: a resumed
+    collection in a new process measures the machine again, and the import must not refuse it."""
+    from ..dataset import MANIFEST, read_manifest
+    from ..hardware.registry import spec_from_dict
     from ..importer import import_sources
 
     dataset = out / "dataset"
+    known = read_manifest(dataset).get("hardware", {}) if (dataset / MANIFEST).is_file() else {}
     for name in configs:
         records = out / name / "database_tuning_record.json"
         if records.is_file():  # the database itself, not the failure log beside it
-            import_sources([records], name, dataset, quiet=True, provenance=provenance)
+            spec = spec_from_dict(known[name], str(dataset / MANIFEST)) if name in known else None
+            import_sources([records], name, dataset, hardware_spec=spec, quiet=True, provenance=provenance)
     return dataset

@@ -3,6 +3,10 @@
 ``predict`` turns every candidate's trace into crosstune tokens and scores all candidates in one
 batched call. ``update`` can fine-tune the model on the tuner's own measurements. Any failure inside
 the adapter is logged and answered with neutral scores: the cost model never stops a tuning run.
+
+Tasks are told apart by the structural hash of their module: ``context.mod`` returns a new Python
+wrapper at every access and ``id()`` values are reused, so an id would let tasks share an operator
+descriptor and a fine-tuning group.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import numpy as np
 
 from .. import tokens
 from ..hardware.registry import HardwareSpec
-from ..models.base import CostModel
+from ..models.base import CostModel, FitOptions
 from .convert import operator_of, plain, programs_dataset
 
 log = logging.getLogger("crosstune.tvm.costmodel")
@@ -32,7 +36,7 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             self.model = model
             self.hardware = hardware
             self.fine_tune_every = fine_tune_every
-            self.operators: dict[int, object] = {}
+            self.operators: dict[int, object] = {}  # structural hash of the task's module -> operator
             self.history: list[tuple] = []  # (operator, tokens, latency, task) of every measured program
             self.new_since_fine_tune = 0
             self.failures = 0
@@ -48,11 +52,17 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
         def save(self, path: str) -> None:
             pass
 
-        def _operator(self, context):
-            key = id(context.mod)
+        def _task(self, context) -> int:
+            from tvm_ffi import structural_hash
+
+            mod = context.mod
+            key = int(structural_hash(mod))
             if key not in self.operators:
-                self.operators[key] = operator_of(context.mod)
-            return self.operators[key]
+                self.operators[key] = operator_of(mod)
+            return key
+
+        def _operator(self, context):
+            return self.operators[self._task(context)]
 
         def _tokens(self, candidates) -> list[list[tokens.Token]]:
             return [tokens.tokenize_ms_trace(plain(c.sch.trace.as_json())) for c in candidates]
@@ -83,7 +93,8 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
                 for candidate, result in zip(candidates, results):
                     if result.run_secs:
                         latency = float(np.mean([float(s) for s in result.run_secs]))
-                        self.history.append((self._operator(context), self._tokens([candidate])[0], latency, id(context.mod)))
+                        task = self._task(context)
+                        self.history.append((self.operators[task], self._tokens([candidate])[0], latency, task))
                         self.new_since_fine_tune += 1
                 if self.new_since_fine_tune >= self.fine_tune_every:
                     started = time.perf_counter()
@@ -98,9 +109,7 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
                 log.warning("crosstune cost model failed in update (%s); continuing without fine-tuning", err)
 
         def _fine_tune(self) -> None:
-            from ..models.neural import NeuralCostModel
-
-            if not isinstance(self.model, NeuralCostModel):
+            if not getattr(self.model, "warm_starts", False):
                 return
             by_task: dict[int, list] = {}
             for operator, toks, latency, task in self.history:  # all of this run's measurements so far
@@ -114,13 +123,10 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             data = _concat(parts)
             data.task_ids = [f"task{i}" for i in range(len(parts))]
             data.workload_keys = data.task_ids
-            config = self.model.train_config
-            epochs, lr = config.epochs, config.lr
-            config.epochs, config.lr = 1, lr / 4
-            try:
-                self.model.fit(data, None, progress=False, warm_start=True)
-            finally:
-                config.epochs, config.lr = epochs, lr
+            # One short epoch at a quarter of the model's rate, as an option of this fit: the model's
+            # own training settings are not touched.
+            self.model.fit(data, None, FitOptions(progress=False, warm_start=True, epochs=1,
+                                                  lr=self.model.train_config.lr / 4))
 
     return CrosstuneCostModel()
 

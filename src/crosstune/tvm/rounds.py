@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -195,7 +194,10 @@ class Arm:
 
         tuned = self.dir / "tuned-model"
         model = load_model(tuned if tuned.is_dir() else spec)
-        adapter = make_cost_model(model, self.config.spec, self.settings.fine_tune_every)
+        # the model scores with the descriptor it was trained with for this configuration, if any (this
+        # machine measured afresh need not match it to the digit)
+        hardware = model.hardware_descriptor(self.settings.hardware_config) or self.config.spec
+        adapter = make_cost_model(model, hardware, self.settings.fine_tune_every)
         return adapter, adapter, model
 
     def _save_cost_model(self) -> None:
@@ -204,15 +206,7 @@ class Arm:
             self.cost_model.save(str(tmp))
             os.replace(tmp, self.dir / "xgb-model.tar")
         elif self.adapter is not None and getattr(self.adapter, "fine_tunes", 0):
-            tmp, final = self.dir / ".tuned-model.tmp", self.dir / "tuned-model"
-            shutil.rmtree(tmp, ignore_errors=True)
-            self.model.save(tmp)
-            old = self.dir / ".tuned-model.old"
-            shutil.rmtree(old, ignore_errors=True)
-            if final.is_dir():
-                final.rename(old)
-            tmp.rename(final)
-            shutil.rmtree(old, ignore_errors=True)
+            self.model.save(self.dir / "tuned-model")  # written as a unit: a kill leaves the old one
 
     # ---------------------------------------------------------------- choosing the next round
 
@@ -335,7 +329,7 @@ class Arm:
                 return False
             traces = [best[0].trace, *proposed]
             programs = programs_dataset([tokens.tokenize_ms_trace(plain(t.as_json())) for t in traces],
-                                        operator_of(context.mod), self.config.spec)
+                                        operator_of(context.mod), self.adapter.hardware)
             scores = np.asarray(self.model.predict(programs), dtype="float64")
             return bool(scores[0] >= scores[1:].max())
         except Exception as err:  # noqa: BLE001 - a failed check keeps the task going, never stops the run

@@ -130,7 +130,12 @@ def tune_network(network: str, model_spec: str, trials: int, hardware_config: st
 
         try:
             model = load_model(model_spec)
-            adapter = make_cost_model(model, config.spec, fine_tune_every)
+            # This machine measured afresh need not match, to the digit, what the model learned for
+            # this configuration name; the model scores with the descriptor it was trained with.
+            trained_spec = model.hardware_descriptor(hardware_config)
+            if trained_spec is not None and trained_spec != config.spec:
+                notes.append(f"{hardware_config}: using the descriptor the model was trained with")
+            adapter = make_cost_model(model, trained_spec or config.spec, fine_tune_every)
             cost_model = adapter
         except CrosstuneError as err:
             if not fallback_xgb:
@@ -162,6 +167,9 @@ def tune_network(network: str, model_spec: str, trials: int, hardware_config: st
         result.cost_model_predict_seconds = adapter.predict_seconds
         result.cost_model_predict_calls = adapter.predict_calls
         result.cost_model_failures = adapter.failures
+        if adapter.failures:  # each failure was answered with neutral scores: a random pick, unseen
+            result.notes.append(f"{adapter.failures} cost-model call(s) failed and were answered with neutral "
+                                f"scores (random search there); {adapter.predict_calls} predict calls in all")
     for key, value in end_to_end(database, mod, target, network, config).items():
         setattr(result, key, value)
     atomic_write_text(out / "tune.json", json.dumps(result.to_json(), indent=1, default=float))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,10 +106,7 @@ def _pretrained_model(s: CompareSettings, print_fn) -> tuple[str, dict]:
         raise CrosstuneError(f"the dataset has no hardware other than {s.hardware_config} to pre-train on")
     source = ds.select(ds.hardware_mask(others))
     model, seconds = fit_model("crossfeat", source, TrainConfig(epochs=s.epochs, seed=s.seed))
-    tmp = s.out / ".crossfeat-model.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save(tmp)
-    tmp.rename(model_dir)
+    model.save(model_dir)  # written as a unit
     info = {"model": str(model_dir), "pretrained_here": True, "pretrained_on": others, "records": len(source),
             "epochs": s.epochs, "seconds": seconds}
     atomic_write_text(info_path, json.dumps(info, indent=1))
