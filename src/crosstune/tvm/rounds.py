@@ -118,7 +118,8 @@ class Arm:
         return {
             "settings": self.settings.to_json(), "done": False, "stop_reason": None, "trials": 0,
             "tuning_seconds": 0.0, "rounds": 0, "curve": [], "sessions": [], "profile_seconds": {},
-            "cost_model_seconds": {"predict": 0.0, "fine_tune": 0.0, "fine_tunes": 0, "stop_checks": 0.0},
+            "cost_model_seconds": {"predict": 0.0, "fine_tune": 0.0, "fine_tunes": 0, "stop_checks": 0.0,
+                                   "failures": 0},
             "tasks": [{"name": name, "weight": float(w), "rounds": 0, "trials": 0, "best_seconds": None,
                        "history": [], "stopped": None}
                       for name, w in zip(self.settings.tasks, self.weights)],
@@ -346,6 +347,7 @@ class Arm:
         seconds["predict"] = base["predict"] + self.adapter.predict_seconds
         seconds["fine_tune"] = base["fine_tune"] + getattr(self.adapter, "fine_tune_seconds", 0.0)
         seconds["fine_tunes"] = base["fine_tunes"] + getattr(self.adapter, "fine_tunes", 0)
+        seconds["failures"] = base["failures"] + self.adapter.failures  # answered with neutral scores
 
     def run_rounds(self, budget: int, chunk_trials: int, builder, runner, until_converged: bool = False) -> None:
         """Tune until ``budget`` trials (or, with ``until_converged``, until the stop rule holds at a chunk's
