@@ -110,7 +110,7 @@ class Arm:
         self.session_started: float | None = None
         self.elapsed_before = self.state["tuning_seconds"]
         self.state["sessions"].append({"loadavg_start": _loadavg(), "reused_trials": self.reused_trials})
-        self._save()
+        self.save()
 
     # ---------------------------------------------------------------- state, database, cost model
 
@@ -135,7 +135,7 @@ class Arm:
                                  f"({state['settings']}); rerun with the same options or choose another --out")
         return state
 
-    def _save(self) -> None:
+    def save(self) -> None:
         self.state["tuning_seconds"] = self.elapsed()
         atomic_write_text(self.state_path, json.dumps(self.state, indent=1))
 
@@ -354,7 +354,7 @@ class Arm:
         end), every task stopped, or the search has nothing left; state saved after every round."""
         if self.state["done"]:
             self.state["sessions"][-1]["loadavg_end"] = _loadavg()
-            self._save()
+            self.save()
             return
         self.session_started = time.perf_counter()
         chunk_end = self.state["trials"] + chunk_trials
@@ -374,7 +374,7 @@ class Arm:
                            f"{self.state['trials']} trials, {self.elapsed():.0f} s, estimate "
                            f"{self.state['curve'][-1]['estimated_latency_ms']:.3f} ms"
                            + (f" ({task['name']} stopped: {task['stopped']})" if task["stopped"] else ""))
-                self._save()
+                self.save()
                 if self.state["trials"] >= chunk_end:
                     chunk_end = self.state["trials"] + chunk_trials
                     self._save_cost_model()
@@ -388,7 +388,7 @@ class Arm:
         finally:
             quiet.setLevel(level)
             self.state["sessions"][-1]["loadavg_end"] = _loadavg()
-            self._save()
+            self.save()
             self.elapsed_before, self.session_started = self.state["tuning_seconds"], None  # clock stopped
 
     # ---------------------------------------------------------------- reporting

@@ -182,7 +182,7 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
         if s.end_to_end and current.state["end_to_end"] is None:
             print_fn(f"{name}: compiling {s.network} with the tuned programs and checking it against PyTorch")
             current.state["end_to_end"] = end_to_end(current.database, mod, target, s.network, config)
-            current._save()
+            current.save()
     summary = _summary(s, arms, names, pretrain)
     _write_report(s, summary, arms, print_fn)
     return summary
