@@ -261,3 +261,99 @@ def test_tune_reports_failed_cost_model_calls_and_uses_the_trained_descriptor(ms
     assert saved["cost_model_failures"] >= 1 and saved["cost_model_failures"] == saved["cost_model_predict_calls"]
     assert f"cost-model calls failed: {saved['cost_model_failures']}" in printed
     assert "local-sse-1c: using the descriptor the model was trained with" in printed
+
+
+def test_convergence_rule_and_the_two_task_choices():
+    from crosstune.tvm.rounds import Arm, converged, estimated_latency_ms
+
+    def curve(points):
+        return [{"trials": t, "seconds": float(t), "estimated_latency_ms": ms} for t, ms in points]
+
+    assert not converged(curve([(100, float("nan")), (400, 10.0)]))  # no estimate where the last 25% began
+    assert converged(curve([(100, 10.0), (300, 9.9), (400, 9.85)]))  # 1.5% over the last 25% of trials
+    assert not converged(curve([(100, 10.0), (300, 10.0), (400, 9.7)]))  # 3%
+    heavy = {"weight": 4.0, "history": [2e-3, 1.8e-3]}
+    light = {"weight": 1.0, "history": [1e-3, 0.9e-3]}
+    assert Arm._weighted_score(heavy) > Arm._weighted_score(light)
+    assert Arm._gradient_score(heavy) > Arm._gradient_score(light)
+    tasks = [{"weight": 2.0, "best_seconds": 1e-3}, {"weight": 1.0, "best_seconds": None}]
+    assert np.isnan(estimated_latency_ms(tasks))  # a task without a measured program: no network estimate
+    tasks[1]["best_seconds"] = 4e-3
+    assert estimated_latency_ms(tasks) == pytest.approx(6.0)
+
+
+def test_tune_compare_refuses_bad_options_with_one_line(capsys):
+    from crosstune.cli import main
+
+    common = ["tune-compare", "--network", "resnet18", "--hardware-config", "local-sse-2c", "--trials", "4"]
+    assert main([*common, "--out", "unused", "--arms", "crosstune,random"]) == 2
+    assert "xgb (the baseline) included" in capsys.readouterr().err
+    assert main([*common, "--out", "unused", "--head-start", "early-stop,fast"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown fast" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.tvm
+@pytest.mark.slow
+def test_tune_compare_on_two_tasks_reports_time_fractions_per_arm(tmp_path):
+    from crosstune.data import bundled_dataset
+    from crosstune.tvm.rounds import SearchSettings
+    from crosstune.tvm.tune_compare import CompareSettings, tune_compare
+
+    settings = CompareSettings("resnet18", "local-avx2-2c", tmp_path, trials=6, datasets=[str(bundled_dataset())],
+                               epochs=1, fine_tune_every=2, round_trials=3, first_round_trials=2, chunk_trials=3,
+                               tasks=["mean", "max_pool2d"], search=SearchSettings(32, 1, 16), end_to_end=False)
+    printed: list[str] = []
+    summary = tune_compare(settings, print_fn=printed.append)
+    report = json.loads((tmp_path / "tune-compare.json").read_text())
+    assert (tmp_path / "tune-compare-curve.png").stat().st_size > 10_000
+    runs = report["runs"]
+    assert list(runs) == ["xgb", "crosstune", "random"]
+    assert runs["xgb"]["trials"] == report["budget_trials"] == 6 and runs["random"]["trials"] == 6
+    assert 0 < runs["crosstune"]["trials"] <= 6  # early stop may leave some of the budget unused
+    for run in runs.values():
+        assert {t["name"] for t in run["tasks"] if t["rounds"]} == {"mean", "max_pool2d"}
+        assert np.isfinite(run["best_estimated_latency_ms"])
+        assert {"fraction_to_reach_baseline_final", "fraction_to_within_5pct", "trials_to_within_5pct"} <= set(run)
+        assert run["time_split_seconds"]["build"] > 0 and len(run["sessions"][0]["loadavg_start"]) == 3
+    assert 0 < runs["xgb"]["fraction_to_reach_baseline_final"] <= 1  # at the latest when it ends
+    ours = runs["crosstune"]
+    assert ours["curve"][0]["trials"] == 2  # small first round: 2 programs, not the round's 3
+    assert ours["cost_model_seconds"]["fine_tunes"] >= 1 and ours["cost_model_seconds"]["failures"] == 0
+    assert ours["cost_model_seconds"]["fine_tune"] > 0
+    assert "reach xgb final" in summary["table"]
+    assert "crosstune: tuning with the baseline's budget of 6 trials" in printed
+
+
+@pytest.mark.tvm
+@pytest.mark.slow
+def test_tune_compare_resumes_after_a_kill_and_reuses_the_trials(tmp_path):
+    import re
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "crosstune", "tune-compare", "--network", "resnet18", "--hardware-config",
+               "local-avx2-2c", "--arms", "xgb", "--trials", "6", "--round-trials", "2", "--chunk-trials", "2",
+               "--tasks", "mean,max_pool2d", "--population", "16", "--genetic-iters", "1", "--skip-end-to-end",
+               "--out", str(out)]
+    state = out / "xgb" / "state.json"
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not (state.is_file() and json.loads(state.read_text())["trials"] >= 2):  # the first chunk is saved
+            assert proc.poll() is None, "the run ended before its first chunk"
+            assert time.monotonic() < deadline, "no chunk finished in time"
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole group: TVM's builder and runner workers too
+        proc.wait(timeout=30)
+    killed_at = json.loads(state.read_text())["trials"]
+    assert 2 <= killed_at < 6
+    with open(out / "xgb" / "database_tuning_record.json", "ab") as stream:
+        stream.write(b'[0, [[[["GetSBlock", [], ["conv')  # a record cut short by the kill
+    again = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    reused = int(re.search(r"xgb: re-using (\d+) trials", again.stdout).group(1))
+    assert reused >= killed_at
+    run = json.loads((out / "tune-compare.json").read_text())["runs"]["xgb"]
+    assert run["trials"] == 6 and run["trials_reused"] == reused and len(run["sessions"]) == 2
+    assert run["curve"][-1]["trials"] == 6

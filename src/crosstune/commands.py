@@ -6,6 +6,8 @@ then does the work, so that a mistake costs seconds, not a training run."""
 from __future__ import annotations
 
 import argparse
+import functools
+from pathlib import Path
 
 from .cli_registry import Handler, command
 from .options import (COUNT, FRACTION, POSITIVE_INT, SEED, ExtendList, choice_list, integer, number,
@@ -542,31 +544,66 @@ def _tune_args(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
-@command("tune-compare", "crossfeat (transfer) against MetaSchedule's XGBoost on the same tuning budget")
+@command("tune-compare", "MetaSchedule's XGBoost (until converged), a pre-trained crosstune model and random "
+                         "search on the same tuning budget: time to the baseline's latency")
 def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
+    from .tvm.rounds import HEAD_START_OPTIONS  # no TVM import: the options are plain names
+
     p.add_argument("--network", required=True, help="network to tune: resnet18, mobilenet_v2 or bert_layer")
-    p.add_argument("--trials", type=POSITIVE_INT, required=True, help="measured programs per cost model")
     p.add_argument("--hardware-config", required=True, help="local configuration, e.g. local-avx512-2c")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="folder for every arm, the report and the curves")
+    p.add_argument("--resume", action="store_true", help="continue a killed run in --out, re-using its trials")
+    _add_overwrite(p, "tuning comparison")
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--trials", type=POSITIVE_INT, help="the baseline's fixed budget (the other arms get the same)")
+    budget.add_argument("--until-converged", action="store_true",
+                        help="run the baseline until its best estimated latency gains < 2%% over its last 25%% of trials")
+    p.add_argument("--max-trials", type=POSITIVE_INT, default=4000, help="the baseline's cap with --until-converged")
+    p.add_argument("--chunk-trials", type=POSITIVE_INT, default=256,
+                   help="check convergence and save the cost model every N trials")
+    p.add_argument("--arms", default="xgb,crosstune,random", help="comma-separated, of xgb,crosstune,random (xgb is the baseline)")
+    p.add_argument("--model", default=None, metavar="DIR",
+                   help="a pre-trained crosstune model (default: pre-train crossfeat on the dataset's other configurations)")
     p.add_argument("--dataset", nargs="+", type=split_list, action=ExtendList, default=None, metavar="DATASET",
                    help="pre-training data (default: the bundled dataset)")
     p.add_argument("--epochs", type=POSITIVE_INT, default=8, help="pre-training epochs of crossfeat")
     p.add_argument("--fine-tune-every", type=COUNT, default=64,
-                   help="fine-tune crossfeat on the run's own measurements every N of them (0: never)")
+                   help="fine-tune the crosstune model on the run's own measurements every N of them (0: never)")
+    p.add_argument("--head-start", default=",".join(HEAD_START_OPTIONS),
+                   help="the crosstune arm's options, of " + ",".join(HEAD_START_OPTIONS) + ", or none (default: all)")
+    p.add_argument("--first-round-trials", type=POSITIVE_INT, default=16, help="first round of a task with small-first-round")
+    p.add_argument("--round-trials", type=POSITIVE_INT, default=64, help="programs per round (MetaSchedule's default)")
+    p.add_argument("--tasks", default=None, help="tune only these tasks (comma-separated MetaSchedule task names; default: all)")
+    p.add_argument("--population", type=POSITIVE_INT, default=512, help="evolutionary search population (MetaSchedule's default)")
+    p.add_argument("--genetic-iters", type=POSITIVE_INT, default=4, help="evolutionary search iterations (MetaSchedule's default)")
+    p.add_argument("--skip-end-to-end", action="store_true", help="do not compile and time the network per arm")
     p.add_argument("--seed", type=SEED, default=0, help="random seed")
-    p.add_argument("--out", required=True, metavar="RUN_DIR", help="folder for both runs, results and plot")
-    _add_overwrite(p, "tuning comparison")
 
     def run(args: argparse.Namespace) -> int:
         from .data import bundled_dataset
         from .outputs import claim_folder
 
-        out = claim_folder(args.out, "tune-compare", overwrite=args.overwrite, inputs=tuple(args.dataset or ()))
-        from .tvm.tune import tune_compare  # TVM loads slowly: after the cheap checks
+        out = claim_folder(args.out, "tune-compare", overwrite=args.overwrite, resume=args.resume, resumable=True,
+                           inputs=tuple(args.dataset or ()))
+        from .tvm.rounds import SearchSettings  # TVM loads slowly: after the cheap checks
+        from .tvm.tune_compare import CompareSettings, tune_compare
 
+        head_start = [] if args.head_start.strip() == "none" else split_list(args.head_start)
+        settings = CompareSettings(
+            args.network, args.hardware_config, Path(args.out), trials=args.trials,
+            until_converged=args.until_converged, max_trials=args.max_trials, chunk_trials=args.chunk_trials,
+            arms=split_list(args.arms), model=args.model, datasets=args.dataset or [str(bundled_dataset())],
+            epochs=args.epochs, fine_tune_every=args.fine_tune_every, head_start=head_start,
+            first_round_trials=args.first_round_trials, round_trials=args.round_trials,
+            tasks=split_list(args.tasks) if args.tasks else None,
+            search=SearchSettings(population_size=args.population, genetic_num_iters=args.genetic_iters,
+                                  init_min_unmeasured=min(50, args.population)),
+            seed=args.seed, end_to_end=not args.skip_end_to_end)
         with out:
-            tune_compare(args.network, args.trials, args.hardware_config, args.out,
-                         args.dataset or [str(bundled_dataset())], args.epochs, args.seed, args.fine_tune_every)
-        return 0
+            summary = tune_compare(settings, print_fn=functools.partial(print, flush=True))  # in order with TVM's log
+        print(f"report: {Path(args.out) / 'tune-compare.json'}, curves: {Path(args.out) / 'tune-compare-curve.png'}")
+        ok = [r["output_matches"] for r in summary["runs"].values() if r["output_matches"] is not None]
+        return 0 if all(ok) else 1
     return run
 
 

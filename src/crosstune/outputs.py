@@ -72,7 +72,7 @@ KINDS: dict[str, tuple[Callable[[Path], bool], str]] = {
     "split-study": (_has("split-study.json", "split-study.csv"), "a split study"),
     "bench": (_has("bench-summary.json", "bench-p*.json", "run-*.log"), "a benchmark"),
     "collection": (_has("collection.json"), "a measurement collection"),
-    "tune-compare": (_has("tune-compare.json", "crossfeat-model"), "a tuning comparison"),
+    "tune-compare": (_has("tune-compare.json", "pretrain.json", "*/state.json", "crossfeat-model"), "a tuning comparison"),
     "tune": (_has("tune.json", "database_tuning_record.json"), "a tuning run"),
 }
 

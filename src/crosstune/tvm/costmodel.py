@@ -43,6 +43,8 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             self.predict_seconds = 0.0
             self.predict_calls = 0
             self.predicted = 0
+            self.fine_tunes = 0
+            self.fine_tune_seconds = 0.0  # online fine-tuning's share of the tuning timeline
 
         def load(self, path: str) -> None:  # the model comes from its own directory
             pass
@@ -95,7 +97,12 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
                         self.history.append((self.operators[task], self._tokens([candidate])[0], latency, task))
                         self.new_since_fine_tune += 1
                 if self.new_since_fine_tune >= self.fine_tune_every:
-                    self._fine_tune()
+                    started = time.perf_counter()
+                    try:
+                        self._fine_tune()
+                    finally:
+                        self.fine_tune_seconds += time.perf_counter() - started
+                        self.fine_tunes += 1
                     self.new_since_fine_tune = 0
             except Exception as err:  # noqa: BLE001
                 self.failures += 1

@@ -1,7 +1,7 @@
-"""`crosstune tune` and `crosstune tune-compare`: tune a whole network with MetaSchedule guided by a
-crosstune model (or MetaSchedule's own XGBoost), compile it with the best records, check its output
-against PyTorch, measure end-to-end latency, and log the tuning curve (best estimated network latency
-against wall time and trials)."""
+"""`crosstune tune`: tune a whole network with MetaSchedule guided by a crosstune model (or MetaSchedule's
+own XGBoost), compile it with the best records, check its output against PyTorch, measure end-to-end
+latency, and log the tuning curve (best estimated network latency against wall time and trials).
+`crosstune tune-compare` (tune_compare.py) uses the compile-and-check and the plot from here."""
 
 from __future__ import annotations
 
@@ -69,12 +69,15 @@ def _progress_callback(weights: list[float], curve: list[dict], started: float):
     return TuningCurve()
 
 
-def _end_to_end(database, mod, target, network: str, config, result: TuneResult) -> None:
+def end_to_end(database, mod, target, network: str, config) -> dict:
+    """Compile the network with the database's best programs, check its output against PyTorch and time
+    both on the configuration's cores: {latency_ms, pytorch_latency_ms, output_max_abs_error, output_matches}."""
     import torch
     import tvm
     from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
+    os.environ["TVM_NUM_THREADS"] = str(config.num_cores)  # read when this process's TVM thread pool starts
     executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
     device = tvm.cpu()
     vm = relax.VirtualMachine(executable, device)
@@ -86,20 +89,25 @@ def _end_to_end(database, mod, target, network: str, config, result: TuneResult)
         reference = model(example)
     reference = reference[0] if isinstance(reference, (list, tuple)) else reference
     got = out.numpy()
-    result.output_max_abs_error = float(np.max(np.abs(got - reference.numpy())))
-    result.output_matches = bool(np.allclose(got, reference.numpy(), rtol=1e-3, atol=1e-3))
+    result = {"output_max_abs_error": float(np.max(np.abs(got - reference.numpy()))),
+              "output_matches": bool(np.allclose(got, reference.numpy(), rtol=1e-3, atol=1e-3))}
     timer = vm.time_evaluator("main", device, number=5, repeat=5, min_repeat_ms=100)
-    result.latency_ms = float(np.median(timer(x).results) * 1e3)
+    result["latency_ms"] = float(np.median(timer(x).results) * 1e3)
+    threads = torch.get_num_threads()
     torch.set_num_threads(config.num_cores)
     times = []
-    with torch.no_grad():
-        for _ in range(3):
-            model(example)
-        for _ in range(10):
-            start = time.perf_counter()
-            model(example)
-            times.append(time.perf_counter() - start)
-    result.pytorch_latency_ms = float(np.median(times) * 1e3)
+    try:
+        with torch.no_grad():
+            for _ in range(3):
+                model(example)
+            for _ in range(10):
+                start = time.perf_counter()
+                model(example)
+                times.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    result["pytorch_latency_ms"] = float(np.median(times) * 1e3)
+    return result
 
 
 def tune_network(network: str, model_spec: str, trials: int, hardware_config: str, out: str | Path,
@@ -162,29 +170,35 @@ def tune_network(network: str, model_spec: str, trials: int, hardware_config: st
         if adapter.failures:  # each failure was answered with neutral scores: a random pick, unseen
             result.notes.append(f"{adapter.failures} cost-model call(s) failed and were answered with neutral "
                                 f"scores (random search there); {adapter.predict_calls} predict calls in all")
-    _end_to_end(database, mod, target, network, config, result)
+    for key, value in end_to_end(database, mod, target, network, config).items():
+        setattr(result, key, value)
     atomic_write_text(out / "tune.json", json.dumps(result.to_json(), indent=1, default=float))
-    plot_curves({result.cost_model: result}, out / "tune-curve.png", f"{network} on {hardware_config}")
+    plot_curves({result.cost_model: result.curve}, out / "tune-curve.png", f"{network} on {hardware_config}")
     return result
 
 
-def plot_curves(results: dict[str, TuneResult], path: Path, title: str) -> None:
+def plot_curves(curves: dict[str, list[dict]], path: Path, title: str, references: dict[str, float] | None = None) -> None:
+    """Best estimated network latency against wall time and against trials, one line per run;
+    ``references`` adds labelled horizontal lines (e.g. the baseline's final latency)."""
     from ..plotting import pyplot, save_figure
 
     plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for label, result in results.items():
-        points = [(c["seconds"], c["trials"], c["estimated_latency_ms"]) for c in result.curve if np.isfinite(c["estimated_latency_ms"])]
+    for label, curve in curves.items():
+        points = [(c["seconds"], c["trials"], c["estimated_latency_ms"]) for c in curve if np.isfinite(c["estimated_latency_ms"])]
         if not points:
             continue
         seconds, trials, latency = zip(*points)
-        axes[0].plot(np.array(seconds) / 60, np.minimum.accumulate(latency), label=label)
-        axes[1].plot(trials, np.minimum.accumulate(latency), label=label)
+        axes[0].plot(np.array(seconds) / 60, np.minimum.accumulate(latency), label=label, drawstyle="steps-post")
+        axes[1].plot(trials, np.minimum.accumulate(latency), label=label, drawstyle="steps-post")
     axes[0].set_xlabel("tuning wall time (minutes)")
     axes[1].set_xlabel("measured programs (trials)")
     plotted = any(ax.lines for ax in axes)
     for ax in axes:
+        for i, (label, value) in enumerate((references or {}).items()):
+            if plotted and np.isfinite(value):
+                ax.axhline(value, color="grey", linestyle=("--", ":")[i % 2], linewidth=0.8, label=label)
         ax.set_ylabel("best estimated network latency (ms)")
         ax.grid(alpha=0.3)
         if plotted:
@@ -195,67 +209,3 @@ def plot_curves(results: dict[str, TuneResult], path: Path, title: str) -> None:
     fig.suptitle(title)
     fig.tight_layout()
     save_figure(fig, path)
-
-
-def time_to_reach(result: TuneResult, latency_ms: float) -> float:
-    """Wall seconds until the tuning curve first reaches ``latency_ms`` (NaN if never)."""
-    for point in result.curve:
-        if np.isfinite(point["estimated_latency_ms"]) and point["estimated_latency_ms"] <= latency_ms:
-            return point["seconds"]
-    return float("nan")
-
-
-def cost_model_seconds(result: TuneResult) -> float:
-    """Seconds the search spent asking the cost model for scores (MetaSchedule's profiler)."""
-    return sum(v for k, v in result.profile_seconds.items() if "Predict" in k or "CostModel" in k and "Update" not in k)
-
-
-def tune_compare(network: str, trials: int, hardware_config: str, out: str | Path, datasets: list[str],
-                 epochs: int = 8, seed: int = 0, fine_tune_every: int = 64, print_fn=print) -> dict:
-    """crossfeat pre-trained on the OTHER configurations only (transfer) against MetaSchedule's default
-    XGBoost, same network, same trial budget."""
-    from ..dataset import load_dataset
-    from ..experiment import fit_model
-    from ..tables import format_table
-    from ..train import TrainConfig
-
-    out = Path(out)
-    ds = load_dataset(datasets)
-    others = [h for h in ds.hardware_names if h != hardware_config]
-    if not others:
-        raise CrosstuneError(f"the dataset has no hardware other than {hardware_config} to pre-train on")
-    source = ds.select(ds.hardware_mask(others))
-    model, seconds = fit_model("crossfeat", source, TrainConfig(epochs=epochs, seed=seed))
-    model_dir = out / "crossfeat-model"
-    model.save(model_dir)
-    print_fn(f"pre-trained crossfeat on {', '.join(others)} ({len(source)} records) in {seconds:.0f} s")
-    results = {
-        "xgb": tune_network(network, "xgb", trials, hardware_config, out / "xgb", seed=seed),
-        "crossfeat": tune_network(network, str(model_dir), trials, hardware_config, out / "crossfeat",
-                                  fine_tune_every=fine_tune_every, seed=seed),
-    }
-    xgb, ours = results["xgb"], results["crossfeat"]
-    xgb_final = min((c["estimated_latency_ms"] for c in xgb.curve if np.isfinite(c["estimated_latency_ms"])), default=float("nan"))
-    reach = time_to_reach(ours, xgb_final)
-    rows = []
-    for name, r in results.items():
-        rows.append([name, r.trials, r.tuning_seconds / 60, r.latency_ms, r.pytorch_latency_ms, r.output_matches,
-                     cost_model_seconds(r)])
-    table = format_table(("cost model", "trials", "tuning min", "latency ms", "pytorch ms", "output ok", "cost-model s"), rows)
-    summary = {
-        "network": network, "hardware_config": hardware_config, "trials": trials, "pretrain_seconds": seconds,
-        "pretrained_on": others, "xgb_final_estimated_latency_ms": xgb_final,
-        "crossfeat_seconds_to_reach_xgb_final": reach,
-        "fraction_of_xgb_time": reach / xgb.tuning_seconds if np.isfinite(reach) else float("nan"),
-        "runs": [r.to_json() for r in results.values()], "table": table,
-    }
-    print_fn(table)
-    if np.isfinite(reach):
-        print_fn(f"crossfeat reached XGBoost's final estimated latency ({xgb_final:.3f} ms) after {reach:.0f} s = "
-                 f"{summary['fraction_of_xgb_time']:.0%} of XGBoost's {xgb.tuning_seconds:.0f} s")
-    else:
-        print_fn(f"crossfeat did not reach XGBoost's final estimated latency ({xgb_final:.3f} ms) within {trials} trials")
-    atomic_write_text(out / "tune-compare.json", json.dumps(summary, indent=1, default=float))
-    plot_curves({"xgb (MetaSchedule default)": xgb, "crossfeat (transfer)": ours}, out / "tune-compare-curve.png",
-                f"{network} on {hardware_config}, {trials} trials")
-    return summary

@@ -1,0 +1,412 @@
+"""One arm of `crosstune tune-compare`: resumable, round-by-round MetaSchedule tuning of a network's tasks.
+
+A round is one ``ms.tune_tasks`` call on one task (one search-and-measure iteration of
+``round_trials`` programs); the arm chooses the next task itself, so that its choice can carry over
+a restart and so that a pre-trained model can change it (the "head start" options). Everything a
+restart needs is on disk under the arm's directory::
+
+    state.json                     tuning state (rounds per task, best-latency history, curve, timers),
+                                   rewritten atomically after every round
+    database_workload.json         MetaSchedule's JSON database: every measured program, appended as
+    database_tuning_record.json    measured (a line cut short by a kill is dropped on restart)
+    xgb-model.tar / tuned-model/   the cost model's learned state, saved after every chunk
+
+The database is the source of truth for what was measured: a kill in the middle of a round loses the
+round's search, never its measurements, and a restart counts them as re-used trials.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..dataset import atomic_write_text
+from ..errors import CrosstuneError
+from .collect import repair_database_file
+from .convert import plain
+
+HEAD_START_OPTIONS = ("small-first-round", "weighted-rounds", "early-stop")
+GRADIENT_ALPHA, GRADIENT_WINDOW = 0.2, 3  # MetaSchedule's gradient task scheduler defaults
+EARLY_STOP_GAIN = 0.01  # a task whose last round gained < 1% ...
+EARLY_STOP_MIN_ROUNDS = 2  # ... after at least this many rounds, and whose model sees nothing better, stops
+
+
+@dataclass
+class SearchSettings:
+    """MetaSchedule's EvolutionarySearch settings (its defaults; tests shrink them)."""
+    population_size: int = 512
+    genetic_num_iters: int = 4
+    init_min_unmeasured: int = 50
+
+
+@dataclass
+class ArmSettings:
+    name: str
+    cost_model: str  # "xgb", "random" or a crosstune model directory
+    network: str
+    hardware_config: str
+    tasks: list[str]  # the task names tuned (all of the network's unless --tasks chose some)
+    round_trials: int = 64
+    first_round_trials: int = 16  # used only with the small-first-round option
+    head_start: list[str] = field(default_factory=list)
+    fine_tune_every: int = 0
+    seed: int = 0
+    search: SearchSettings = field(default_factory=SearchSettings)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def estimated_latency_ms(tasks: list[dict]) -> float:
+    """Σ weight × best measured latency over the tuned tasks; NaN until every task has one."""
+    best = [t["best_seconds"] for t in tasks]
+    if not all(b is not None and np.isfinite(b) for b in best):
+        return float("nan")
+    return 1e3 * sum(t["weight"] * b for t, b in zip(tasks, best))
+
+
+def converged(curve: list[dict], tolerance: float = 0.02, window: float = 0.25) -> bool:
+    """The issue's stop rule: the best estimated latency improved by less than ``tolerance`` over the
+    last ``window`` of the trials (undefined, so False, until an estimate existed at its start)."""
+    if not curve:
+        return False
+    trials = curve[-1]["trials"]
+    before = [c["estimated_latency_ms"] for c in curve if c["trials"] <= (1 - window) * trials]
+    now = curve[-1]["estimated_latency_ms"]
+    if not before or not np.isfinite(before[-1]) or not np.isfinite(now):
+        return False
+    return (before[-1] - now) / before[-1] < tolerance
+
+
+class Arm:
+    """The tuning state of one arm, its database and cost model; ``run_rounds`` advances it."""
+
+    def __init__(self, settings: ArmSettings, directory: Path, contexts: list, weights: list[float], config,
+                 print_fn=print):
+        self.settings = settings
+        self.dir = Path(directory)
+        self.contexts, self.weights = contexts, weights
+        self.config = config
+        self.print = print_fn
+        self.state_path = self.dir / "state.json"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.state = self._load_state()
+        self.database = self._open_database()
+        self.reused_trials = self._reconcile_with_database()
+        self.cost_model, self.adapter, self.model = self._make_cost_model()
+        self._round_candidates: list = []
+        self._cost_model_base = dict(self.state["cost_model_seconds"])
+        # the clock runs only inside run_rounds: loading, compiling and reporting are not tuning time
+        self.session_started: float | None = None
+        self.elapsed_before = self.state["tuning_seconds"]
+        self.state["sessions"].append({"loadavg_start": _loadavg(), "reused_trials": self.reused_trials})
+        self.save()
+
+    # ---------------------------------------------------------------- state, database, cost model
+
+    def _fresh_state(self) -> dict:
+        return {
+            "settings": self.settings.to_json(), "done": False, "stop_reason": None, "trials": 0,
+            "tuning_seconds": 0.0, "rounds": 0, "curve": [], "sessions": [], "profile_seconds": {},
+            "cost_model_seconds": {"predict": 0.0, "fine_tune": 0.0, "fine_tunes": 0, "stop_checks": 0.0,
+                                   "failures": 0},
+            "tasks": [{"name": name, "weight": float(w), "rounds": 0, "trials": 0, "best_seconds": None,
+                       "history": [], "stopped": None}
+                      for name, w in zip(self.settings.tasks, self.weights)],
+            "end_to_end": None,
+        }
+
+    def _load_state(self) -> dict:
+        if not self.state_path.is_file():
+            return self._fresh_state()
+        state = json.loads(self.state_path.read_text())
+        if state["settings"] != self.settings.to_json():
+            raise CrosstuneError(f"{self.dir} holds a {self.settings.name} run with other settings "
+                                 f"({state['settings']}); rerun with the same options or choose another --out")
+        return state
+
+    def save(self) -> None:
+        self.state["tuning_seconds"] = self.elapsed()
+        atomic_write_text(self.state_path, json.dumps(self.state, indent=1))
+
+    def elapsed(self) -> float:
+        if self.session_started is None:
+            return self.elapsed_before
+        return self.elapsed_before + time.perf_counter() - self.session_started
+
+    def _open_database(self):
+        from tvm.s_tir import meta_schedule as ms
+
+        for name in ("database_workload.json", "database_tuning_record.json"):
+            repair_database_file(self.dir / name)  # a record cut short by a kill
+        return ms.database.JSONDatabase(path_workload=str(self.dir / "database_workload.json"),
+                                        path_tuning_record=str(self.dir / "database_tuning_record.json"))
+
+    def _reconcile_with_database(self) -> int:
+        """Count what the database already holds (a restart re-uses it) and take in the measurements of a
+        round that was killed before the state recorded it."""
+        records = self.database.get_all_tuning_records()
+        if not records:
+            return 0
+        by_workload: dict[str, list[float]] = {}
+        for record in records:
+            latency = float(np.mean([float(s) for s in record.run_secs])) if record.run_secs else float("inf")
+            by_workload.setdefault(str(plain(record.workload.as_json())[0]), []).append(latency)
+        added = 0
+        for task, context in zip(self.state["tasks"], self.contexts):
+            key = str(plain(self.database.commit_workload(context.mod).as_json())[0])
+            latencies = by_workload.get(key, [])
+            if len(latencies) > task["trials"]:
+                added += len(latencies) - task["trials"]
+                task["trials"] = len(latencies)
+                best = min(latencies)
+                if np.isfinite(best):
+                    task["best_seconds"] = best if task["best_seconds"] is None else min(task["best_seconds"], best)
+        if added:
+            self.state["trials"] += added
+            self.state["curve"].append({"seconds": self.state["tuning_seconds"], "trials": self.state["trials"],
+                                        "estimated_latency_ms": estimated_latency_ms(self.state["tasks"]),
+                                        "task": None, "note": f"{added} trials of an interrupted round"})
+        return len(records)
+
+    def _make_cost_model(self):
+        from tvm.s_tir import meta_schedule as ms
+
+        spec = self.settings.cost_model
+        if spec in ("xgb", "random"):
+            cost_model = ms.cost_model.CostModel.create(spec, num_tuning_cores=self.config.num_cores) \
+                if spec == "xgb" else ms.cost_model.CostModel.create("random")
+            saved = self.dir / "xgb-model.tar"
+            if spec == "xgb" and saved.is_file():
+                cost_model.load(str(saved))  # its training data so far, so a restart does not start cold
+            return cost_model, None, None
+        from ..models import load_model
+        from .costmodel import make_cost_model
+
+        tuned = self.dir / "tuned-model"
+        model = load_model(tuned if tuned.is_dir() else spec)
+        # the model scores with the descriptor it was trained with for this configuration, if any (this
+        # machine measured afresh need not match it to the digit)
+        hardware = model.hardware_descriptor(self.settings.hardware_config) or self.config.spec
+        adapter = make_cost_model(model, hardware, self.settings.fine_tune_every)
+        return adapter, adapter, model
+
+    def _save_cost_model(self) -> None:
+        if self.settings.cost_model == "xgb":
+            tmp = self.dir / ".xgb-model.tar.tmp"
+            self.cost_model.save(str(tmp))
+            os.replace(tmp, self.dir / "xgb-model.tar")
+        elif self.adapter is not None and getattr(self.adapter, "fine_tunes", 0):
+            self.model.save(self.dir / "tuned-model")  # written as a unit: a kill leaves the old one
+
+    # ---------------------------------------------------------------- choosing the next round
+
+    def _live(self) -> list[int]:
+        return [i for i, t in enumerate(self.state["tasks"]) if not t["stopped"]]
+
+    def next_task(self) -> int | None:
+        """The first round of every task in order; then MetaSchedule's gradient rule, or with
+        ``weighted-rounds`` the task whose weighted latency promises the most."""
+        tasks = self.state["tasks"]
+        live = self._live()
+        if not live:
+            return None
+        fresh = [i for i in live if tasks[i]["rounds"] == 0]
+        if fresh:
+            return fresh[0]
+        if "weighted-rounds" in self.settings.head_start:
+            return max(live, key=lambda i: self._weighted_score(tasks[i]))
+        return max(live, key=lambda i: self._gradient_score(tasks[i]))
+
+    @staticmethod
+    def _gradient_score(task: dict) -> float:
+        """MetaSchedule's gradient task scheduler (Ansor's): weight × (α × recent slope of the task's
+        best latency over a window of rounds + (1 − α) × best / rounds)."""
+        history = [h if h is not None else 1e9 for h in task["history"]]
+        n, best = len(history), history[-1]
+        if best >= 1e9:
+            return -1.0
+        g1 = (history[n - 1 - GRADIENT_WINDOW] - best) / GRADIENT_WINDOW if n >= 1 + GRADIENT_WINDOW else 0.0
+        g2 = best / n
+        return task["weight"] * (GRADIENT_ALPHA * g1 + (1 - GRADIENT_ALPHA) * g2)
+
+    @staticmethod
+    def _weighted_score(task: dict) -> float:
+        """The task's share of the network (weight × best latency) times the gain its last round made
+        (at least 2%, so a task that stalled once is not starved): rounds go where the network's time is
+        and where it still moves."""
+        history = [h for h in task["history"] if h is not None]
+        if not history:
+            return float("inf")  # no program ran yet: the estimate needs one
+        gain = (history[-2] - history[-1]) / history[-2] if len(history) >= 2 else 0.5
+        return task["weight"] * history[-1] * max(gain, 0.02)
+
+    def round_size(self, index: int, budget: int) -> int:
+        task = self.state["tasks"][index]
+        size = self.settings.round_trials
+        if task["rounds"] == 0 and "small-first-round" in self.settings.head_start:
+            size = self.settings.first_round_trials
+        return max(1, min(size, budget - self.state["trials"]))
+
+    # ---------------------------------------------------------------- running
+
+    def measure_callback(self):
+        from tvm.ir.utils import derived_object
+        from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+        arm = self
+
+        @derived_object
+        class RoundResults(PyMeasureCallback):
+            """Hands the round's candidates and latencies to the arm (the database keeps them too)."""
+
+            def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+                for candidate, result in zip(measure_candidates, runner_results):
+                    secs = float(np.mean([float(s) for s in result.run_secs])) if result.run_secs else None
+                    arm._round_candidates.append((candidate, secs))
+
+        return RoundResults()
+
+    def run_round(self, index: int, size: int, builder, runner) -> int:
+        from tvm.s_tir import meta_schedule as ms
+
+        task = self.state["tasks"][index]
+        self._round_candidates = []
+        callbacks = ms.measure_callback.MeasureCallback.create("default") + [self.measure_callback()]
+        with ms.Profiler() as profiler:
+            ms.tune_tasks(tasks=[self.contexts[index]], task_weights=[task["weight"]], work_dir=str(self.dir),
+                          max_trials_global=size, num_trials_per_iter=size, builder=builder, runner=runner,
+                          database=self.database, cost_model=self.cost_model, measure_callbacks=callbacks,
+                          task_scheduler="round-robin")
+        for key, value in profiler.get().items():
+            self.state["profile_seconds"][str(key)] = self.state["profile_seconds"].get(str(key), 0.0) + float(value)
+        measured = len(self._round_candidates)
+        latencies = [s for _, s in self._round_candidates if s is not None]
+        best_before = task["best_seconds"]
+        if latencies:
+            task["best_seconds"] = min(latencies) if best_before is None else min(best_before, min(latencies))
+        task["rounds"] += 1
+        task["trials"] += measured
+        task["history"].append(task["best_seconds"])
+        self.state["trials"] += measured
+        self.state["rounds"] += 1
+        if measured == 0:
+            task["stopped"] = "search space exhausted"
+        elif "early-stop" in self.settings.head_start and self._little_left(task, index):
+            task["stopped"] = "model predicts little left to gain"
+        self._account_cost_model()
+        self.state["curve"].append({"seconds": self.elapsed(), "trials": self.state["trials"],
+                                    "estimated_latency_ms": estimated_latency_ms(self.state["tasks"]),
+                                    "task": task["name"]})
+        return measured
+
+    def _little_left(self, task: dict, index: int) -> bool:
+        """Stop a task when its last round gained < 1% and the model ranks the task's best measured
+        program above every program the search just proposed (its best guesses of the unmeasured space)."""
+        history = [h for h in task["history"] if h is not None]
+        if self.model is None or task["rounds"] < EARLY_STOP_MIN_ROUNDS or len(history) < 2:
+            return False
+        if (history[-2] - history[-1]) / history[-2] >= EARLY_STOP_GAIN:
+            return False
+        started = time.perf_counter()
+        try:
+            from .. import tokens
+            from .convert import operator_of, programs_dataset
+
+            context = self.contexts[index]
+            best = self.database.get_top_k(self.database.commit_workload(context.mod), 1)
+            proposed = [c.sch.trace for c, _ in self._round_candidates]
+            if not best or not proposed:
+                return False
+            traces = [best[0].trace, *proposed]
+            programs = programs_dataset([tokens.tokenize_ms_trace(plain(t.as_json())) for t in traces],
+                                        operator_of(context.mod), self.adapter.hardware)
+            scores = np.asarray(self.model.predict(programs), dtype="float64")
+            return bool(scores[0] >= scores[1:].max())
+        except Exception as err:  # noqa: BLE001 - a failed check keeps the task going, never stops the run
+            logging.getLogger("crosstune.tvm.rounds").warning("early-stop check failed (%s); task continues", err)
+            return False
+        finally:
+            self.state["cost_model_seconds"]["stop_checks"] += time.perf_counter() - started
+
+    def _account_cost_model(self) -> None:
+        if self.adapter is None:
+            return
+        # the adapter counts from this session's start; earlier sessions' seconds are in the base
+        seconds, base = self.state["cost_model_seconds"], self._cost_model_base
+        seconds["predict"] = base["predict"] + self.adapter.predict_seconds
+        seconds["fine_tune"] = base["fine_tune"] + getattr(self.adapter, "fine_tune_seconds", 0.0)
+        seconds["fine_tunes"] = base["fine_tunes"] + getattr(self.adapter, "fine_tunes", 0)
+        seconds["failures"] = base["failures"] + self.adapter.failures  # answered with neutral scores
+
+    def run_rounds(self, budget: int, chunk_trials: int, builder, runner, until_converged: bool = False) -> None:
+        """Tune until ``budget`` trials (or, with ``until_converged``, until the stop rule holds at a chunk's
+        end), every task stopped, or the search has nothing left; state saved after every round."""
+        if self.state["done"]:
+            self.state["sessions"][-1]["loadavg_end"] = _loadavg()
+            self.save()
+            return
+        self.session_started = time.perf_counter()
+        chunk_end = self.state["trials"] + chunk_trials
+        quiet = logging.getLogger("tvm.s_tir.meta_schedule")
+        level = quiet.level
+        quiet.setLevel(logging.WARNING)  # MetaSchedule prints a task table after every round
+        try:
+            while self.state["trials"] < budget:
+                index = self.next_task()
+                if index is None:
+                    self.state["stop_reason"] = "every task stopped"
+                    break
+                size = self.round_size(index, budget)
+                self.run_round(index, size, builder, runner)
+                task = self.state["tasks"][index]
+                self.print(f"  {self.settings.name}: round {self.state['rounds']} {task['name']} +{size} -> "
+                           f"{self.state['trials']} trials, {self.elapsed():.0f} s, estimate "
+                           f"{self.state['curve'][-1]['estimated_latency_ms']:.3f} ms"
+                           + (f" ({task['name']} stopped: {task['stopped']})" if task["stopped"] else ""))
+                self.save()
+                if self.state["trials"] >= chunk_end:
+                    chunk_end = self.state["trials"] + chunk_trials
+                    self._save_cost_model()
+                    if until_converged and converged(self.state["curve"]):
+                        self.state["stop_reason"] = "converged (< 2% gain over the last 25% of trials)"
+                        break
+            else:
+                self.state["stop_reason"] = self.state["stop_reason"] or f"budget of {budget} trials"
+            self._save_cost_model()
+            self.state["done"] = True
+        finally:
+            quiet.setLevel(level)
+            self.state["sessions"][-1]["loadavg_end"] = _loadavg()
+            self.save()
+            self.elapsed_before, self.session_started = self.state["tuning_seconds"], None  # clock stopped
+
+    # ---------------------------------------------------------------- reporting
+
+    def time_split(self) -> dict:
+        """Build, run, search and cost-model seconds from MetaSchedule's profiler; ``other`` is the rest of
+        the arm's wall time (task choice, state saving, early-stop checks, process start-up)."""
+        p = self.state["profile_seconds"]
+        predict = sum(v for k, v in p.items() if k.endswith("PredictNormalizedScore"))
+        update = p.get("MeasureCallback/UpdateCostModel", 0.0)
+        split = {
+            "build": p.get("SendToBuilder", 0.0),
+            "run": p.get("SendToRunner", 0.0) + p.get("JoinRunnerFutures", 0.0),
+            # EvoSearch/Evolve/Misc/... are parts of EvoSearch/Evolve/Misc, already counted
+            "search": sum(v for k, v in p.items() if k.startswith("EvoSearch") and "/Misc/" not in k) - predict,
+            "cost_model_predict": predict,
+            "cost_model_update": update,
+            "early_stop_checks": self.state["cost_model_seconds"]["stop_checks"],
+        }
+        split["other"] = self.state["tuning_seconds"] - sum(split.values())
+        return split

@@ -1,0 +1,264 @@
+"""`crosstune tune-compare`: does a pre-trained model make the network fast sooner?
+
+Arms, one after the other on the same tasks: MetaSchedule's XGBoost (the baseline, run for a fixed budget
+or until it converges), then a crosstune model pre-trained only on other hardware configurations and
+MetaSchedule's random model, each with the baseline's final trial count. The report gives every arm's
+best estimated network latency against wall time and trials, its compiled end-to-end latency (checked
+against PyTorch), the time it took to reach the baseline's final latency and to come within 5% of it as a
+fraction of the baseline's time, the split of its time (build, run, search, cost model) and the machine's
+load. Every arm resumes after a kill (see ``rounds``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..dataset import atomic_write_text
+from ..errors import CrosstuneError
+from . import require_tvm
+from .measure import configuration, make_builder, make_runner, target_of
+from .networks import extract_network_tasks, get_network
+from .rounds import HEAD_START_OPTIONS, Arm, ArmSettings, SearchSettings, converged
+from .tune import end_to_end, plot_curves
+
+ARMS = ("xgb", "crosstune", "random")
+WITHIN = 0.05  # "within 5% of the baseline's final latency"
+
+
+@dataclass
+class CompareSettings:
+    network: str
+    hardware_config: str
+    out: Path
+    trials: int | None = None  # the baseline's fixed budget; None with until_converged
+    until_converged: bool = False
+    max_trials: int = 4000
+    chunk_trials: int = 256
+    arms: list[str] = field(default_factory=lambda: list(ARMS))
+    model: str | None = None  # a pre-trained crosstune model; None: pre-train crossfeat here
+    datasets: list[str] = field(default_factory=list)
+    epochs: int = 8
+    fine_tune_every: int = 64
+    head_start: list[str] = field(default_factory=lambda: list(HEAD_START_OPTIONS))
+    first_round_trials: int = 16
+    round_trials: int = 64
+    tasks: list[str] | None = None  # task names to tune; None: all of the network's
+    search: SearchSettings = field(default_factory=SearchSettings)
+    seed: int = 0
+    end_to_end: bool = True
+
+    def check(self) -> None:
+        if (self.trials is None) == (not self.until_converged):
+            raise CrosstuneError("give either --trials N or --until-converged")
+        if self.trials is not None and self.trials < 1:
+            raise CrosstuneError("--trials must be at least 1")
+        if self.max_trials < 1 or self.chunk_trials < 1 or self.round_trials < 1 or self.first_round_trials < 1:
+            raise CrosstuneError("--max-trials, --chunk-trials, --round-trials and --first-round-trials must be at least 1")
+        unknown = [a for a in self.arms if a not in ARMS]
+        if unknown or "xgb" not in self.arms:
+            raise CrosstuneError(f"--arms: choose from {', '.join(ARMS)}, xgb (the baseline) included")
+        bad = [o for o in self.head_start if o not in HEAD_START_OPTIONS]
+        if bad:
+            raise CrosstuneError(f"--head-start: unknown {', '.join(bad)}; choose from {', '.join(HEAD_START_OPTIONS)} or none")
+
+
+def crosstune_arm_name(head_start: list[str]) -> str:
+    """``crosstune`` with every head-start option; a variant's name says which it has, so that variants
+    measured into the same --out keep their own directories."""
+    if sorted(head_start) == sorted(HEAD_START_OPTIONS):
+        return "crosstune"
+    return "crosstune-" + ("+".join(o for o in HEAD_START_OPTIONS if o in head_start) or "none")
+
+
+def _select_tasks(extracted, names: list[str] | None):
+    if not names:
+        return list(extracted)
+    known = [t.task_name for t in extracted]
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise CrosstuneError(f"--tasks: {', '.join(missing)} not among the network's tasks ({', '.join(known)})")
+    return [t for t in extracted if t.task_name in names]
+
+
+def _pretrained_model(s: CompareSettings, print_fn) -> tuple[str, dict]:
+    """The crosstune model's directory and how it was made: --model, or crossfeat pre-trained on the
+    dataset's other configurations (kept in --out, so a rerun does not train again)."""
+    if s.model:
+        return s.model, {"model": s.model, "pretrained_here": False}
+    model_dir = s.out / "crossfeat-model"
+    info_path = s.out / "pretrain.json"
+    if model_dir.is_dir() and info_path.is_file():
+        info = json.loads(info_path.read_text())
+        print_fn(f"re-using the pre-trained crossfeat in {model_dir} ({info['seconds']:.0f} s to train)")
+        return str(model_dir), info
+    from ..dataset import load_dataset
+    from ..experiment import fit_model
+    from ..train import TrainConfig
+
+    ds = load_dataset(s.datasets)
+    others = [h for h in ds.hardware_names if h != s.hardware_config]
+    if not others:
+        raise CrosstuneError(f"the dataset has no hardware other than {s.hardware_config} to pre-train on")
+    source = ds.select(ds.hardware_mask(others))
+    model, seconds = fit_model("crossfeat", source, TrainConfig(epochs=s.epochs, seed=s.seed))
+    model.save(model_dir)  # written as a unit
+    info = {"model": str(model_dir), "pretrained_here": True, "pretrained_on": others, "records": len(source),
+            "epochs": s.epochs, "seconds": seconds}
+    atomic_write_text(info_path, json.dumps(info, indent=1))
+    print_fn(f"pre-trained crossfeat on {', '.join(others)} ({len(source)} records) in {seconds:.0f} s")
+    return str(model_dir), info
+
+
+def first_reach(curve: list[dict], latency_ms: float) -> dict:
+    """Wall seconds and trials at which a curve first reaches ``latency_ms`` (NaN if never)."""
+    for point in curve:
+        if np.isfinite(point["estimated_latency_ms"]) and point["estimated_latency_ms"] <= latency_ms * (1 + 1e-9):
+            return {"seconds": point["seconds"], "trials": point["trials"]}
+    return {"seconds": float("nan"), "trials": float("nan")}
+
+
+def final_estimate(curve: list[dict]) -> float:
+    finite = [c["estimated_latency_ms"] for c in curve if np.isfinite(c["estimated_latency_ms"])]
+    return min(finite) if finite else float("nan")
+
+
+def tune_compare(s: CompareSettings, print_fn=print) -> dict:
+    require_tvm()
+    s.check()
+    get_network(s.network)
+    config = configuration(s.hardware_config)
+    config.check_supported()
+    s.out = Path(s.out)
+    s.out.mkdir(parents=True, exist_ok=True)
+    model_dir, pretrain = (_pretrained_model(s, print_fn) if "crosstune" in s.arms else (None, {}))
+    os.environ["TVM_NUM_THREADS"] = str(config.num_cores)
+    from tvm.s_tir import meta_schedule as ms
+
+    target = target_of(config)
+    mod, extracted = extract_network_tasks(s.network, target)
+    selected = _select_tasks(extracted, s.tasks)
+    names = [t.task_name for t in selected]
+    builder, runner = make_builder(), make_runner(config)
+    strategy = ms.search_strategy.EvolutionarySearch(population_size=s.search.population_size,
+                                                     init_min_unmeasured=s.search.init_min_unmeasured,
+                                                     genetic_num_iters=s.search.genetic_num_iters)
+
+    def arm(name: str, cost_model: str, head_start: list[str], fine_tune_every: int) -> Arm:
+        settings = ArmSettings(name, cost_model, s.network, s.hardware_config, names, s.round_trials,
+                               s.first_round_trials, sorted(head_start), fine_tune_every, s.seed, s.search)
+        # fresh contexts per arm: each clones the search strategy and forks its own random state
+        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            selected, str(s.out / name), strategy=strategy, num_threads=config.num_cores, seed=s.seed)
+        made = Arm(settings, s.out / name, contexts, [float(w) for w in weights], config, print_fn)
+        if made.reused_trials:
+            print_fn(f"{name}: re-using {made.reused_trials} trials already measured in {s.out / name}"
+                     + (" (finished)" if made.state["done"] else ""))
+        return made
+
+    plan = [("xgb", "xgb", [], 0)]
+    if "crosstune" in s.arms:
+        plan.append((crosstune_arm_name(s.head_start), model_dir, s.head_start, s.fine_tune_every))
+    if "random" in s.arms:
+        plan.append(("random", "random", [], 0))
+    arms: dict[str, Arm] = {}
+    budget = None
+    for name, cost_model, head_start, fine_tune_every in plan:
+        current = arm(name, cost_model, head_start, fine_tune_every)
+        arms[name] = current
+        if name == "xgb":
+            limit = s.max_trials if s.until_converged else s.trials
+            print_fn(f"xgb: tuning {len(names)} tasks of {s.network} "
+                     + (f"until converged (at most {limit} trials)" if s.until_converged else f"for {limit} trials"))
+            current.run_rounds(limit, s.chunk_trials, builder, runner, until_converged=s.until_converged)
+            budget = current.state["trials"]
+        else:
+            print_fn(f"{name}: tuning with the baseline's budget of {budget} trials")
+            current.run_rounds(budget, s.chunk_trials, builder, runner)
+        if s.end_to_end and current.state["end_to_end"] is None:
+            print_fn(f"{name}: compiling {s.network} with the tuned programs and checking it against PyTorch")
+            current.state["end_to_end"] = end_to_end(current.database, mod, target, s.network, config)
+            current.save()
+    summary = _summary(s, arms, names, pretrain)
+    _write_report(s, summary, arms, print_fn)
+    return summary
+
+
+def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrain: dict) -> dict:
+    baseline = arms["xgb"].state
+    final = final_estimate(baseline["curve"])
+    base_seconds = baseline["tuning_seconds"]
+    runs = {}
+    for name, current in arms.items():
+        st = current.state
+        reach, within = first_reach(st["curve"], final), first_reach(st["curve"], final * (1 + WITHIN))
+        e2e = st["end_to_end"] or {}
+        runs[name] = {
+            "settings": st["settings"], "trials": st["trials"], "rounds": st["rounds"],
+            "trials_reused": current.reused_trials, "tuning_seconds": st["tuning_seconds"],
+            "stop_reason": st["stop_reason"], "converged": converged(st["curve"]),
+            "best_estimated_latency_ms": final_estimate(st["curve"]),
+            "latency_ms": e2e.get("latency_ms", float("nan")),
+            "pytorch_latency_ms": e2e.get("pytorch_latency_ms", float("nan")),
+            "output_matches": e2e.get("output_matches"), "output_max_abs_error": e2e.get("output_max_abs_error"),
+            "seconds_to_reach_baseline_final": reach["seconds"], "trials_to_reach_baseline_final": reach["trials"],
+            "fraction_to_reach_baseline_final": reach["seconds"] / base_seconds if base_seconds else float("nan"),
+            "seconds_to_within_5pct": within["seconds"], "trials_to_within_5pct": within["trials"],
+            "fraction_to_within_5pct": within["seconds"] / base_seconds if base_seconds else float("nan"),
+            "time_split_seconds": current.time_split(), "cost_model_seconds": st["cost_model_seconds"],
+            "profile_seconds": st["profile_seconds"], "sessions": st["sessions"],
+            "tasks": [{k: t[k] for k in ("name", "weight", "rounds", "trials", "best_seconds", "stopped")}
+                      for t in st["tasks"]],
+            "curve": st["curve"],
+        }
+    return {
+        "network": s.network, "hardware_config": s.hardware_config, "tasks": names,
+        "until_converged": s.until_converged, "max_trials": s.max_trials if s.until_converged else s.trials,
+        "budget_trials": baseline["trials"], "chunk_trials": s.chunk_trials, "round_trials": s.round_trials,
+        "seed": s.seed, "pretrain": pretrain, "baseline_final_estimated_latency_ms": final,
+        "baseline_tuning_seconds": base_seconds,
+        "notes": ["fractions are of the baseline's tuning wall time and exclude the crosstune model's "
+                  "pre-training (done once, offline, on other hardware); see pretrain.seconds",
+                  "estimated latency = Σ task weight × best measured task latency over the tuned tasks"],
+        "runs": runs,
+    }
+
+
+def _fmt(value, spec: str) -> str:
+    return "—" if value is None or (isinstance(value, float) and not np.isfinite(value)) else format(value, spec)
+
+
+def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print_fn) -> None:
+    from ..tables import format_table
+
+    rows = []
+    for name, r in summary["runs"].items():
+        split = r["time_split_seconds"]
+        load = [f"{_fmt(x.get('loadavg_start', [None])[0], '.1f')}→{_fmt(x.get('loadavg_end', [None])[0], '.1f')}"
+                for x in r["sessions"]]
+        rows.append([name, r["trials"], r["trials_reused"], _fmt(r["tuning_seconds"], ".0f"),
+                     _fmt(r["best_estimated_latency_ms"], ".3f"), _fmt(r["latency_ms"], ".3f"),
+                     _fmt(r["pytorch_latency_ms"], ".3f"), {True: "yes", False: "NO", None: "—"}[r["output_matches"]],
+                     _fmt(r["fraction_to_reach_baseline_final"], ".0%"), _fmt(r["fraction_to_within_5pct"], ".0%"),
+                     " / ".join(_fmt(split[k], ".0f") for k in ("build", "run", "search"))
+                     + f" / {split['cost_model_predict'] + split['cost_model_update']:.0f}",
+                     ", ".join(load)])
+    table = format_table(("arm", "trials", "re-used", "tuning s", "best est. ms", "compiled ms", "pytorch ms",
+                          "output ok", "reach xgb final", "within 5%", "build/run/search/model s", "load (1-min, per session)"), rows)
+    summary["table"] = table
+    print_fn(table)
+    print_fn(f"xgb's final estimated latency {summary['baseline_final_estimated_latency_ms']:.3f} ms after "
+             f"{summary['budget_trials']} trials, {summary['baseline_tuning_seconds']:.0f} s "
+             f"({summary['runs']['xgb']['stop_reason']}); fractions are of that time")
+    atomic_write_text(s.out / "tune-compare.json", json.dumps(summary, indent=1, default=float))
+    final = summary["baseline_final_estimated_latency_ms"]
+    plot_curves({name: r["curve"] for name, r in summary["runs"].items()}, s.out / "tune-compare-curve.png",
+                f"{s.network} on {s.hardware_config}, {summary['budget_trials']} trials per arm",
+                {"xgb final": final, "xgb final + 5%": final * (1 + WITHIN)})
+
+
+__all__ = ["ARMS", "CompareSettings", "crosstune_arm_name", "first_reach", "tune_compare"]
