@@ -47,7 +47,7 @@ from .hardware.registry import builtin_specs, spec_from_dict
 from .metrics import validation_pca
 from .losses import LOSSES
 from .models.base import CHECKPOINT_DIRS
-from .train import TrainConfig, _Checkpoint, _restore_optimizer, _scores_matrix
+from .train import TrainConfig, _Checkpoint, _scores_matrix, start_training
 
 STREAM_SPLITS = ("by-hardware", "by-task", "within-task")
 DEFAULT_BUFFER = 200_000
@@ -426,19 +426,9 @@ def train_streaming(model, datasets: Sequence[str | Path], cfg: TrainConfig, spl
     valid_feats = featurize(valid, model.normalizer) if valid is not None else None
 
     net = model.build_net().to(device)
-    optimizer_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    optimizer = optimizer_cls(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay if cfg.optimizer == "adamw" else 0.0)
-    history: list[dict] = []
-    best = {"epoch": -1, "valid_pca": -1.0}
-    best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-    first_epoch = 0
-    if saved:
-        progress_data, tensors = saved
-        net.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-        best_state = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")}
-        _restore_optimizer(optimizer, progress_data, tensors)
-        history, best = progress_data["history"], progress_data["best"]
-        first_epoch = progress_data["epoch"] + 1
+    state = start_training(net, cfg, saved)
+    optimizer, history, best, best_state, first_epoch = (state.optimizer, state.history, state.best,
+                                                         state.best_state, state.first_epoch)
     loss_fn = LOSSES[cfg.loss]
     bar = tqdm(range(first_epoch, cfg.epochs), desc=f"training {model.kind} (streamed)", disable=not progress,
                unit="epoch")

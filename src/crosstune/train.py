@@ -166,6 +166,34 @@ def _restore_optimizer(optimizer: torch.optim.Optimizer, progress: dict, tensors
     optimizer.load_state_dict({"state": state, "param_groups": progress["param_groups"]})
 
 
+@dataclass
+class TrainingState:
+    """Optimizer, history and best weights of a run, fresh or restored from a checkpoint."""
+
+    optimizer: torch.optim.Optimizer
+    history: list
+    best: dict
+    best_state: dict
+    first_epoch: int
+
+
+def start_training(net: torch.nn.Module, cfg: TrainConfig, saved) -> TrainingState:
+    """A new optimizer for ``net``; with ``saved`` (a checkpoint's (progress, tensors)), the weights,
+    optimizer state, history and best epoch of the interrupted run, continuing after its last epoch."""
+    optimizer_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+    optimizer = optimizer_cls(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay if cfg.optimizer == "adamw" else 0.0)
+    state = TrainingState(optimizer, [], {"epoch": -1, "valid_pca": -1.0},
+                          {k: v.detach().clone() for k, v in net.state_dict().items()}, 0)
+    if saved:
+        progress_data, tensors = saved
+        net.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+        state.best_state = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")}
+        _restore_optimizer(optimizer, progress_data, tensors)
+        state.history, state.best = progress_data["history"], progress_data["best"]
+        state.first_epoch = progress_data["epoch"] + 1
+    return state
+
+
 def _scores_matrix(scores: torch.Tensor, batch: np.ndarray) -> torch.Tensor:
     matrix = torch.zeros(batch.shape, dtype=scores.dtype, device=scores.device)
     matrix[torch.from_numpy(batch >= 0).to(scores.device)] = scores
@@ -225,19 +253,9 @@ def train_neural(build_net: Callable[[], torch.nn.Module], batch_tensors: BatchT
     rows = np.flatnonzero(train.valid)
 
     net = (net if net is not None else build_net()).to(device)
-    optimizer_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    optimizer = optimizer_cls(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay if cfg.optimizer == "adamw" else 0.0)
-    history: list[dict] = []
-    best = {"epoch": -1, "valid_pca": -1.0}
-    best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-    first_epoch = 0
-    if saved:
-        progress_data, tensors = saved
-        net.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-        best_state = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")}
-        _restore_optimizer(optimizer, progress_data, tensors)
-        history, best = progress_data["history"], progress_data["best"]
-        first_epoch = progress_data["epoch"] + 1
+    state = start_training(net, cfg, saved)
+    optimizer, history, best, best_state, first_epoch = (state.optimizer, state.history, state.best,
+                                                         state.best_state, state.first_epoch)
     train_net = torch.nn.parallel.DistributedDataParallel(net) if ctx.distributed else net
     loss_fn = LOSSES[cfg.loss]
     total_steps = max(1, cfg.epochs)
