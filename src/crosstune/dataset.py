@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import __version__, tokens
@@ -512,6 +511,16 @@ def _op_arg_matrix(column: pa.ChunkedArray) -> np.ndarray:
     return out
 
 
+def add_descriptors(specs: dict[str, HardwareSpec], root: Path, manifest: dict) -> None:
+    """Add a dataset's hardware descriptors to ``specs`` (those of several datasets read together); one
+    name with two different descriptors is refused."""
+    for name, desc in manifest.get("hardware", {}).items():
+        spec = spec_from_dict(desc, f"{root}/{MANIFEST}")
+        if name in specs and specs[name] != spec:
+            raise CrosstuneError(f"hardware {name!r} has different descriptors in the given datasets")
+        specs[name] = spec
+
+
 def load_dataset(paths: Sequence[str | os.PathLike], hardware: Sequence[str] | None = None) -> Dataset:
     """Load one or more dataset directories into one model-ready Dataset (optionally only some
     hardware). Records present in several datasets are kept once."""
@@ -521,11 +530,7 @@ def load_dataset(paths: Sequence[str | os.PathLike], hardware: Sequence[str] | N
     for raw in paths:
         root = Path(raw)
         manifest = read_manifest(root)
-        for name, desc in manifest.get("hardware", {}).items():
-            spec = spec_from_dict(desc, f"{root}/{MANIFEST}")
-            if name in specs and specs[name] != spec:
-                raise CrosstuneError(f"hardware {name!r} has different descriptors in the given datasets")
-            specs[name] = spec
+        add_descriptors(specs, root, manifest)
         for part in manifest.get("parts", []):
             if hardware is not None and part["hardware"] not in hardware:
                 continue

@@ -39,15 +39,15 @@ import torch
 from tqdm import tqdm
 
 from . import distributed, tokens
-from .dataset import (MANIFEST, SCHEMA, Dataset, IdSet, _NOT_LOADED, _table_to_dataset, new_rows,
+from .dataset import (SCHEMA, Dataset, IdSet, _NOT_LOADED, _table_to_dataset, add_descriptors, new_rows,
                       read_manifest)
 from .errors import CrosstuneError
 from .features import Normalizer, featurize, operator_matrix
-from .hardware.registry import builtin_specs, spec_from_dict
+from .hardware.registry import builtin_specs
 from .metrics import validation_pca
 from .losses import LOSSES
 from .models.base import CHECKPOINT_DIRS
-from .train import TrainConfig, _Checkpoint, _scores_matrix, start_training
+from .train import TrainConfig, _Checkpoint, _scores_matrix, pack_batches, start_training
 
 STREAM_SPLITS = ("by-hardware", "by-task", "within-task")
 DEFAULT_BUFFER = 200_000
@@ -106,11 +106,7 @@ class StreamSource:
         for raw in paths:
             root = Path(raw)
             manifest = read_manifest(root)
-            for name, desc in manifest.get("hardware", {}).items():
-                spec = spec_from_dict(desc, f"{root}/{MANIFEST}")
-                if name in specs and specs[name] != spec:
-                    raise CrosstuneError(f"hardware {name!r} has different descriptors in the given datasets")
-                specs[name] = spec
+            add_descriptors(specs, root, manifest)
             for part in manifest.get("parts", []):
                 path = root / part["path"]
                 if not path.is_file():
@@ -368,13 +364,7 @@ def epoch_buffers(source: StreamSource, split: StreamSplit, cfg: TrainConfig, ep
         chunks = _chunks(group, rows, rng, cfg.group_size)
         chunks = [chunks[i] for i in rng.permutation(len(chunks))]
         labels = source.labels(buffer, group)
-        batches = []
-        for i in range(0, len(chunks), cfg.groups_per_batch):
-            part = chunks[i:i + cfg.groups_per_batch]
-            matrix = np.full((len(part), cfg.group_size), -1, dtype=np.int64)
-            for j, chunk in enumerate(part):
-                matrix[j, :len(chunk)] = chunk
-            batches.append(matrix)
+        batches = pack_batches(chunks, cfg)
         dataset = source.dataset(buffer)
         del buffer, chunks, group
         yield StreamBuffer(dataset, labels, batches)

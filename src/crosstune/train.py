@@ -103,6 +103,12 @@ def make_batches(group: np.ndarray, rows: np.ndarray, rng: np.random.Generator, 
             if end - s >= 2:  # a single program has nothing to be ranked against
                 chunks.append(order[s:min(s + cfg.group_size, end)])
     chunks = [chunks[i] for i in rng.permutation(len(chunks))]
+    return pack_batches(chunks, cfg)
+
+
+def pack_batches(chunks: list[np.ndarray], cfg: TrainConfig) -> list[np.ndarray]:
+    """Chunks (record indices of one group each) packed ``groups_per_batch`` to a batch, as rows of a
+    ``group_size``-wide matrix padded with -1."""
     batches = []
     for i in range(0, len(chunks), cfg.groups_per_batch):
         part = chunks[i:i + cfg.groups_per_batch]
