@@ -8,6 +8,8 @@ import hashlib
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -392,3 +394,12 @@ def test_interrupted_import_says_so_on_its_own_line_and_leaves_no_folder(tmp_pat
     assert err.endswith("\ncrosstune import: interrupted\n"), err[-300:]
     assert "Traceback" not in err
     assert not out.exists()
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(small_dataset):
+    """`crosstune info DS | head -1`: the reader closes the pipe; no traceback, the shell's 141."""
+    proc = subprocess.Popen([sys.executable, "-m", "crosstune", "info", str(small_dataset)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the command has written anything
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and "Traceback" not in stderr, stderr

@@ -8,6 +8,7 @@ TVM MetaSchedule guided by a trained model.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -138,6 +139,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _say(tracked, f"crosstune {args.command}: interrupted")
         return 130
+    except BrokenPipeError:
+        # the reader went away (`crosstune info DS | head`): stop quietly, as other command-line tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that flushing stdout at exit does not raise again
+        return 141
     finally:
         sys.stderr = stderr
 
