@@ -32,14 +32,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-
-
-def peak_rss_mb() -> float:
-    with open("/proc/self/status") as stream:
-        for line in stream:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+sys.path.insert(0, str(HERE))
+from bench_import import peak_rss_mb  # noqa: E402 - the benchmarks share one RSS reader
 
 
 def generate(data: Path, out: Path, records: int) -> dict:

@@ -47,7 +47,7 @@ from .hardware.registry import builtin_specs
 from .metrics import validation_pca
 from .losses import LOSSES
 from .models.base import CHECKPOINT_DIRS
-from .train import TrainConfig, _Checkpoint, _scores_matrix, pack_batches, start_training
+from .train import TrainConfig, _Checkpoint, optimizer_step, pack_batches, start_training
 
 STREAM_SPLITS = ("by-hardware", "by-task", "within-task")
 DEFAULT_BUFFER = 200_000
@@ -438,19 +438,10 @@ def train_streaming(model, datasets: Sequence[str | Path], cfg: TrainConfig, spl
                 if max_batches is not None and batches >= max_batches:
                     stop = True
                     break
-                flat = batch[batch >= 0]
-                scores = net(**model.batch_tensors(feats, flat, device))
-                label_matrix = torch.zeros(batch.shape, dtype=torch.float32)
-                label_matrix[torch.from_numpy(batch >= 0)] = labels[flat]
-                loss = loss_fn(_scores_matrix(scores, batch), label_matrix.to(device),
-                               torch.from_numpy(batch >= 0).to(device))
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if cfg.grad_clip:
-                    torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-                optimizer.step()
-                loss_sum += float(loss.detach()) * len(flat)
-                samples += len(flat)
+                loss, n = optimizer_step(net, net, model.batch_tensors, feats, batch, labels, loss_fn, optimizer,
+                                         cfg, device)
+                loss_sum += loss
+                samples += n
                 batches += 1
             del feats, labels, buffer  # this buffer's memory goes before the next one is filled
             if stop:

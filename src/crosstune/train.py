@@ -206,6 +206,24 @@ def _scores_matrix(scores: torch.Tensor, batch: np.ndarray) -> torch.Tensor:
     return matrix
 
 
+def optimizer_step(train_net: torch.nn.Module, net: torch.nn.Module, batch_tensors: BatchTensors, feats: Features,
+                   batch: np.ndarray, labels: torch.Tensor, loss_fn, optimizer: torch.optim.Optimizer,
+                   cfg: TrainConfig, device: torch.device) -> tuple[float, int]:
+    """One optimizer step on a batch matrix (rows = groups, -1 = padding) of ``feats``' records; ``train_net``
+    scores them (``net`` itself or its DDP wrapper). Returns (loss summed over the records, their number)."""
+    flat = batch[batch >= 0]
+    mask = torch.from_numpy(batch >= 0)
+    label_matrix = torch.zeros(batch.shape, dtype=torch.float32)
+    label_matrix[mask] = labels[flat]
+    loss = loss_fn(_scores_matrix(train_net(**batch_tensors(feats, flat, device)), batch), label_matrix.to(device), mask.to(device))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if cfg.grad_clip:
+        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+    optimizer.step()
+    return float(loss.detach()) * len(flat), len(flat)
+
+
 @dataclass
 class Trained:
     net: torch.nn.Module  # holding its best-validated weights, in eval mode
@@ -281,20 +299,10 @@ def train_neural(build_net: Callable[[], torch.nn.Module], batch_tensors: BatchT
         train_net.train()
         loss_sum, samples = 0.0, 0
         for batch in batches:
-            flat = batch[batch >= 0]
-            tensors = batch_tensors(feats, flat, device)
-            scores = train_net(**tensors)
-            score_matrix = _scores_matrix(scores, batch)
-            label_matrix = torch.zeros(batch.shape, dtype=torch.float32)
-            label_matrix[torch.from_numpy(batch >= 0)] = labels[flat]
-            loss = loss_fn(score_matrix, label_matrix.to(device), torch.from_numpy(batch >= 0).to(device))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-            optimizer.step()
-            loss_sum += float(loss.detach()) * len(flat)
-            samples += len(flat)
+            loss, n = optimizer_step(train_net, net, batch_tensors, feats, batch, labels, loss_fn, optimizer, cfg,
+                                     device)
+            loss_sum += loss
+            samples += n
         seconds = time.perf_counter() - started
         mean_loss = distributed.all_reduce_mean(ctx, loss_sum / max(samples, 1), device)
         valid_pca = float("nan")
