@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from crosstune.dataset import MANIFEST, atomic_write_text, read_manifest
+from crosstune.atomic import write_text as atomic_write_text
+from crosstune.dataset import MANIFEST, read_manifest
 
 
 def main(collection: Path, out: Path) -> None:

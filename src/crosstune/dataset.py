@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import __version__, tokens
-from .atomic import write_text as atomic_write_text  # noqa: F401 - the name other modules import
+from .atomic import write_text as atomic_write_text
 from .errors import CrosstuneError
 from .hardware.registry import HardwareSpec, spec_from_dict
 from .records.canonical import ImportReport, Record

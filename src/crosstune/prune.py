@@ -36,7 +36,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import tokens
-from .dataset import FORMAT_NAME, MANIFEST, Dataset, atomic_write_text, manifest_counts, read_manifest
+from .atomic import write_text as atomic_write_text
+from .dataset import FORMAT_NAME, MANIFEST, Dataset, manifest_counts, read_manifest
 from .errors import CrosstuneError
 from .features import kind_counts_and_means
 from .groups import grouped

@@ -11,7 +11,7 @@ import json
 import math
 from pathlib import Path
 
-from .dataset import atomic_write_text
+from .atomic import write_text as atomic_write_text
 from .errors import CrosstuneError
 
 # ---------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .dataset import atomic_write_text
+from .atomic import write_text as atomic_write_text
 from .tables import format_table
 
 NAN = float("nan")

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .dataset import Dataset, atomic_write_text, load_dataset, read_manifest
+from .atomic import write_text as atomic_write_text
+from .dataset import Dataset, load_dataset, read_manifest
 from .errors import CrosstuneError
 from .programs import program_keys
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..atomic import write_bytes
-from ..dataset import atomic_write_text
+from ..atomic import write_text as atomic_write_text
 from ..errors import CrosstuneError
 from ..hardware.local import detect_local
 from ..records.operators import task_id_of

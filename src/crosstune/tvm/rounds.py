@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dataset import atomic_write_text
+from ..atomic import write_text as atomic_write_text
 from ..errors import CrosstuneError
 from .collect import repair_database_file
 from .convert import plain

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dataset import atomic_write_text
+from ..atomic import write_text as atomic_write_text
 from ..errors import CrosstuneError
 from . import require_tvm
 from .measure import configuration, make_builder, make_runner, target_of
