@@ -1,5 +1,6 @@
 """Run under torchrun by test_bench.py: data-parallel training of the cross-feature model on a real
-dataset; every rank saves its final weights so the test can compare them."""
+dataset; every rank saves its final weights so the test can compare them. An optional third argument is
+the device (benchmarks/gpu_transfer.sh runs it with `cuda`: two ranks on one GPU)."""
 
 import os
 import sys
@@ -19,15 +20,15 @@ class DieOnRank(TrainHooks):
             os._exit(3)  # a rank that dies without saying goodbye
 
 
-def main(dataset: str, out: str) -> None:
+def main(dataset: str, out: str, device: str = "cpu") -> None:
     ds = load_dataset([dataset])
     rows = np.concatenate([np.flatnonzero(ds.group == g)[:100] for g in np.unique(ds.group)])
     ds = ds.select(rows)
-    model = create_model("crossfeat", TrainConfig(epochs=2, seed=1))
+    model = create_model("crossfeat", TrainConfig(epochs=2, seed=1, device=device))
     model.fit(ds, None, FitOptions(progress=False, hooks=DieOnRank()))
     save_file({k: v.contiguous() for k, v in model.net.state_dict().items()},
               str(Path(out) / f"rank{os.environ['RANK']}.safetensors"))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])  # DATASET OUT [DEVICE]

@@ -204,10 +204,39 @@ def test_saving_over_a_model_replaces_it_and_never_a_foreign_folder(trained, tmp
     assert (tmp_path / "home" / "notes.txt").read_text() == "mine"
 
 
-def test_xgb_stops_early_on_the_validation_tasks(trained):
+def test_xgb_records_validation_pca_and_stops_early_only_when_asked(trained, tiny, split):
     history = trained["xgb"][0].model.history
-    assert 1 <= history["best_round"] <= history["rounds"] and 0.5 < history["best_valid_pca"] <= 1.0
-    assert trained["xgb"][0].model.booster.num_boosted_rounds() == history["best_round"]
+    assert history["rounds"] == 300 and 0.5 < history["valid_pca"] <= 1.0 and "best_round" not in history
+    fit_rows, valid_rows = holdout_groups(tiny, split[0].train, VALID_FRACTION, 0)
+    model = create_model("xgb", TrainConfig(architecture={"early_stopping_rounds": 5}))
+    stopped = model.fit(tiny.select(fit_rows), tiny.select(valid_rows))
+    assert 1 <= stopped["best_round"] < stopped["rounds"] < 300 and 0.5 < stopped["best_valid_pca"] <= 1.0
+    assert model.booster.num_boosted_rounds() == stopped["best_round"]
+
+
+@pytest.mark.parametrize("regulariser", [{"hardware_dropout": 0.99}, {"hardware_noise": 3.0}])
+def test_hardware_regularisers_act_per_device_in_training_only(tiny, regulariser):
+    import torch
+
+    from crosstune.features import featurize
+
+    model = create_model("crossfeat", TrainConfig(architecture=regulariser))
+    model.normalizer = Normalizer.fit(tiny)
+    net = model.build_net()
+    with torch.no_grad():
+        torch.nn.init.normal_(net.unknown_hardware) if hasattr(net, "unknown_hardware") else None
+    rows = np.concatenate([np.flatnonzero(tiny.hardware == h)[:3] for h in np.unique(tiny.hardware)])
+    hw = model.batch_tensors(featurize(tiny, model.normalizer), rows, torch.device("cpu"))["hw"]
+    torch.manual_seed(0)
+    with torch.no_grad():
+        net.eval()
+        assert torch.equal(net._hardware_token(hw), net.hardware_mlp(hw))  # prediction sees the real device
+        net.train()
+        token = net._hardware_token(hw)
+    assert not torch.allclose(token, net.hardware_mlp(hw))
+    for h in range(len(np.unique(tiny.hardware))):  # one draw per device: its programs share the token
+        same = token[3 * h: 3 * h + 3]
+        assert torch.allclose(same, same[:1].expand_as(same))
 
 
 def test_cropping_is_counted(trained, tiny, split):

@@ -36,10 +36,21 @@ class CrossFeatConfig:
     dropout: float = 0.0
     use_cross_features: bool = True  # False = crossfeat-nohw
     max_ordinal: int = 32  # "i-th token of this kind" embeddings; later ones share the last
+    # Regularisers of the hardware token while training (0 = off), tried for transfer to unseen devices:
+    # with a handful of training devices the descriptor can act as a device identifier. Noise shifts each
+    # device's normalised features (one draw per device and batch, so a group's programs share it) and
+    # asks for rankings that change smoothly with the specs; dropout replaces a device's token by a
+    # learned "unknown device" token, which then ranks as crossfeat-nohw would.
+    hardware_noise: float = 0.0
+    hardware_dropout: float = 0.0
 
     def problem(self) -> str | None:
         if self.d_model % self.heads or self.d_model % 2:
             return f"d_model ({self.d_model}) must be even and a multiple of heads ({self.heads})"
+        if not 0.0 <= self.hardware_dropout < 1.0:
+            return f"hardware_dropout ({self.hardware_dropout}) must be in [0, 1)"
+        if self.hardware_noise < 0:
+            return f"hardware_noise ({self.hardware_noise}) must not be negative"
         return None
 
 
@@ -73,6 +84,8 @@ class CrossFeatNet(nn.Module):
             self.operator_mlp = _mlp(OP_FEATURES, d, d)
             self.op_kind_embedding = nn.Embedding(len(OP_KINDS), d)
             self.type_embedding = nn.Embedding(2, d)  # marks the hardware and operator tokens
+            if cfg.hardware_dropout:  # only then, so that weights saved without it still load
+                self.unknown_hardware = nn.Parameter(torch.zeros(d))
             extra = 2
         # A position-free summary of the program (count and mean arguments per primitive kind) enters
         # as one more token: what a tree model reads well, next to what attention reads.
@@ -85,7 +98,7 @@ class CrossFeatNet(nn.Module):
         x = x + sinusoidal_positions(x.shape[1], x.shape[2], x.device)
         lead = [self.summary_mlp(summary)]
         if self.cfg.use_cross_features:
-            lead.append(self.hardware_mlp(hw) + self.type_embedding.weight[0])
+            lead.append(self._hardware_token(hw) + self.type_embedding.weight[0])
             lead.append(self.operator_mlp(op) + self.op_kind_embedding(op_kind) + self.type_embedding.weight[1])
         extra = len(lead)
         x = torch.cat([t[:, None] for t in lead] + [x], dim=1)
@@ -96,6 +109,20 @@ class CrossFeatNet(nn.Module):
         pooled = (program * weights).sum(1) / weights.sum(1).clamp_min(1.0)
         parts = [pooled] + [h[:, i] for i in range(extra)]
         return self.head(torch.cat(parts, dim=-1)).squeeze(-1)
+
+
+    def _hardware_token(self, hw: torch.Tensor) -> torch.Tensor:
+        noise, dropout = (self.cfg.hardware_noise, self.cfg.hardware_dropout) if self.training else (0.0, 0.0)
+        if not noise and not dropout:
+            return self.hardware_mlp(hw)
+        devices, device_of_row = torch.unique(hw, dim=0, return_inverse=True)
+        if noise:
+            hw = hw + noise * torch.randn_like(devices)[device_of_row]
+        token = self.hardware_mlp(hw)
+        if dropout:
+            dropped = (torch.rand(len(devices), device=hw.device) < dropout)[device_of_row]
+            token = torch.where(dropped[:, None], self.unknown_hardware.expand_as(token), token)
+        return token
 
 
 class CrossFeatModel(NeuralCostModel):
