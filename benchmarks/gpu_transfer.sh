@@ -3,7 +3,12 @@
 # cores cannot fit, as many processes side by side on the one GPU (each trains small batches and leaves the
 # GPU mostly idle), plus data-parallel training with 2 ranks on that GPU.
 #
-#   benchmarks/gpu_transfer.sh ROLLER_DS AUTOTVM_DS WORK_DIR
+#   benchmarks/gpu_transfer.sh ROLLER_DS AUTOTVM_DS WORK_DIR           (PART=1, the default)
+#   PART=2 LIMIT=360 benchmarks/gpu_transfer.sh ROLLER_DS AUTOTVM_DS WORK_DIR
+#
+# Part 1: DDP, K80 <-> V100 and the x86 CPUs held out with two hardware-token variants; part 2: the ARM
+# boards held out, the within-device ceiling (within-task 90/10 over all five devices, read per device) and
+# few-shot fine-tuning on the x86 CPUs.
 #
 # ROLLER_DS: the shared K80 + V100 records (benchmarks/cpu_compare.sh makes it); AUTOTVM_DS: the five
 # AutoTVM devices (docs/BENCHMARKS.md, "Five AutoTVM devices"). Writes one `compare --json` per process
@@ -12,7 +17,7 @@
 # (benchmarks/cpu_compare.sh, docs/BENCHMARKS.md): XGBoost's CUDA build does not travel.
 set -uo pipefail
 roller=${1:?roller dataset}; autotvm=${2:?autotvm dataset}; work=${3:?work dir}
-epochs=${EPOCHS:-3}; limit=${LIMIT:-420}; device=${DEVICE:-cuda}  # DEVICE=cpu checks the script itself
+part=${PART:-1}; epochs=${EPOCHS:-3}; limit=${LIMIT:-420}; device=${DEVICE:-cuda}  # DEVICE=cpu checks the script itself
 export PYTHONPATH="$PWD/src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 mkdir -p "$work"
 smi=
@@ -30,6 +35,25 @@ compare() {  # NAME DATASET ARGS...: one `crosstune compare` on the GPU, stopped
         --json "$work/$name.json" "$@" > "$work/$name.log" 2>&1
     echo "$name: exit $? after $(( $(date +%s) - start )) s"
 }
+
+if [ "$part" = 2 ]; then
+    for held_out in cortex-a72 cortex-a7; do
+        for model in crossfeat crossfeat-nohw tlp; do
+            compare "autotvm-test-$held_out-$model" "$autotvm" --test-hardware "$held_out" --models "$model" --seeds 3 &
+        done
+    done
+    compare autotvm-within-task-crossfeat "$autotvm" --split within-task --test-fraction 0.1 --models crossfeat --seeds 3 &
+    for fraction in 0.01 0.05; do
+        compare "autotvm-test-i7-3770-fewshot-$fraction" "$autotvm" --test-hardware i7-3770 --target-fraction "$fraction" \
+            --models crossfeat --seeds 3 &
+    done
+    compare "autotvm-test-amd-3700x-fewshot-0.05" "$autotvm" --test-hardware amd-3700x --target-fraction 0.05 \
+        --models crossfeat --seeds 3 &
+    wait $(jobs -p | grep -vx "${smi:-none}")
+    [ -n "$smi" ] && kill "$smi"
+    echo "all done after $(( $(date +%s) - start )) s"
+    exit 0
+fi
 
 # Data-parallel: 2 ranks on one GPU (they share it over gloo; NCCL refuses two ranks on one device).
 ( timeout 180 python3 -m torch.distributed.run --standalone --nproc-per-node 2 tests/ddp_train.py "$roller" \
