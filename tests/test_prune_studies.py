@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -118,3 +120,16 @@ def test_best_reduction_is_the_smallest_set_within_tolerance():
             {"strategy": "diverse", "kept_fraction": 0.4, "pca": 0.7120}]  # ties on size: the better PCA wins
     assert best_reduction(rows, 0.715)["strategy"] == "diverse"
     assert best_reduction(rows[:2], 0.715) is None
+
+
+def test_a_killed_prune_can_be_run_again(tmp_path, small_dataset):
+    # The process dies hard (no cleanup) just before the manifest is written, as a kill would leave it.
+    code = ("import os, sys; import crosstune.prune as prune; from crosstune.cli import main; "
+            "prune.atomic_write_text = lambda *a, **k: os._exit(9); "
+            "main(['prune', sys.argv[1], '--strategy', 'random', '--keep', '0.5', '--out', sys.argv[2], '--quiet'])")
+    killed = subprocess.run([sys.executable, "-c", code, str(small_dataset), str(tmp_path / "p")], timeout=300)
+    assert killed.returncode == 9
+    assert not (tmp_path / "p").exists() or not any((tmp_path / "p").iterdir())  # no half dataset under the name
+    assert main(["prune", str(small_dataset), "--strategy", "random", "--keep", "0.5", "--out", str(tmp_path / "p"),
+                 "--quiet"]) == 0
+    assert len(load_dataset([tmp_path / "p"])) == read_manifest(tmp_path / "p")["pruning"]["records_kept"]

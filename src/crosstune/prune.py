@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import tokens
+from .atomic import staged_directory
 from .atomic import write_text as atomic_write_text
 from .dataset import FORMAT_NAME, MANIFEST, Dataset, manifest_counts, read_manifest
 from .errors import CrosstuneError
@@ -321,28 +322,30 @@ def write_pruned(source: Path, ds: Dataset, pruning: Pruning, out: Path, strateg
     manifest = read_manifest(source)
     kept_ids = ds.record_id[pruning.keep]
     merged = {int(ds.record_id[r]): v for r, v in pruning.merged_latency.items()}
-    out.mkdir(parents=True, exist_ok=True)
-    parts = []
-    for part in manifest["parts"]:
-        table = pq.read_table(source / part["path"])
-        table = table.filter(pc.is_in(table.column("record_id"), value_set=pa.array(kept_ids, pa.uint64())))
-        if merged and table.num_rows:
-            ids = table.column("record_id").to_numpy()
-            latency = table.column("latency").to_numpy().copy()
-            for i, rid in enumerate(ids):
-                if int(rid) in merged:
-                    latency[i] = merged[int(rid)]
-            table = table.set_column(table.schema.get_field_index("latency"), "latency", pa.array(latency))
-        if table.num_rows:
-            path = out / part["path"]
-            path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(table, path, compression="lz4")
-            parts.append({**part, "records": table.num_rows})
-    new = {key: value for key, value in manifest.items() if key not in ("parts", "counts")}
-    new.update({"format": FORMAT_NAME, "parts": parts, "pruning": {
-        "source": str(source), "strategy": strategy, "keep": keep, "seed": seed, "records_in": len(ds),
-        "records_kept": pruning.kept, "removed": dict(pruning.removed),
-        "merged_duplicates": len(pruning.merged_latency)}})
-    new["counts"] = manifest_counts(out, new)
-    atomic_write_text(out / MANIFEST, json.dumps(new, indent=1))
+    # Written in a staging folder that takes the name ``out`` only when complete: a killed prune leaves
+    # no half dataset under ``out``, and the same command simply runs again.
+    with staged_directory(out, replaceable=lambda existing: not any(existing.iterdir())) as staging:
+        parts = []
+        for part in manifest["parts"]:
+            table = pq.read_table(source / part["path"])
+            table = table.filter(pc.is_in(table.column("record_id"), value_set=pa.array(kept_ids, pa.uint64())))
+            if merged and table.num_rows:
+                ids = table.column("record_id").to_numpy()
+                latency = table.column("latency").to_numpy().copy()
+                for i, rid in enumerate(ids):
+                    if int(rid) in merged:
+                        latency[i] = merged[int(rid)]
+                table = table.set_column(table.schema.get_field_index("latency"), "latency", pa.array(latency))
+            if table.num_rows:
+                path = staging / part["path"]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                pq.write_table(table, path, compression="lz4")
+                parts.append({**part, "records": table.num_rows})
+        new = {key: value for key, value in manifest.items() if key not in ("parts", "counts")}
+        new.update({"format": FORMAT_NAME, "parts": parts, "pruning": {
+            "source": str(source), "strategy": strategy, "keep": keep, "seed": seed, "records_in": len(ds),
+            "records_kept": pruning.kept, "removed": dict(pruning.removed),
+            "merged_duplicates": len(pruning.merged_latency)}})
+        new["counts"] = manifest_counts(staging, new)
+        atomic_write_text(staging / MANIFEST, json.dumps(new, indent=1))
     return new
