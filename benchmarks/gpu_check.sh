@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device check for an NVIDIA GPU (meant to finish in under 8 minutes on an H200): the MLPerf-style
-# training benchmark on the GPU with its logs checked by the MLPerf compliance checker, then, in the
-# time left, the model comparison of both leave-one-GPU-out directions.
+# training benchmark on the GPU with its logs checked by the MLPerf compliance checker, data-parallel
+# training with 2 ranks on the one GPU (benchmarks/ddp_one_gpu.sh), then, in the time left, the model
+# comparison of both leave-one-GPU-out directions.
 #
 #   benchmarks/gpu_check.sh DATASET OUT_DIR [EPOCHS]
 #
@@ -34,6 +35,7 @@ for log in $(python3 -c "import json;print(' '.join(r['log'] for r in json.load(
         > "$OUT/compliance.txt" 2>&1 \
         && echo "compliance: $(basename "$log") passed" || { echo "compliance: $(basename "$log") FAILED"; tail -5 "$OUT/compliance.txt"; }
 done
+benchmarks/ddp_one_gpu.sh "$DATASET" "$OUT/ddp" "$DEVICE"
 for test_gpu in v100 k80; do
     timeout "$COMPARE_SECONDS" $CT compare "$DATASET" --test-hardware "$test_gpu" --seeds 3 --epochs "$EPOCHS" \
         --device "$DEVICE" --quiet --json "$OUT/compare-test-$test_gpu.json" > "$OUT/compare-test-$test_gpu.txt" 2>&1 &

@@ -55,15 +55,8 @@ if [ "$part" = 2 ]; then
     exit 0
 fi
 
-# Data-parallel: 2 ranks on one GPU (they share it over gloo; NCCL refuses two ranks on one device).
-( timeout 180 python3 -m torch.distributed.run --standalone --nproc-per-node 2 tests/ddp_train.py "$roller" \
-      "$work" "$device" > "$work/ddp.log" 2>&1 \
-  && python3 -c "
-from safetensors.torch import load_file; import torch, sys
-a, b = (load_file(sys.argv[1] + f'/rank{r}.safetensors') for r in (0, 1))
-same = a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-print('ddp: 2 ranks on one GPU,', 'identical weights' if same else 'WEIGHTS DIFFER'); sys.exit(0 if same else 1)" "$work" \
-  || { echo "ddp: FAILED"; tail -20 "$work/ddp.log"; } ) &
+# Data-parallel: 2 ranks on one GPU.
+benchmarks/ddp_one_gpu.sh "$roller" "$work/ddp" "$device" &
 
 # K80 <-> V100, the three neural models, 3 seeds (the CPU runs xgb).
 for held_out in v100 k80; do
