@@ -28,6 +28,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def test_tensor_intrinsics_import_fast_and_the_same_as_tvms_own():
+    """crosstune imports them with a light inspect.stack (seconds, not a minute); what TVM registers must be
+    exactly what its standard import registers (tests/data/tensor-intrin-golden.json, made by
+    benchmarks/bench_tvm_import.py with the pinned TVM)."""
+    import inspect
+    from pathlib import Path
+
+    import tvm
+
+    here = Path(__file__).parent
+    golden = json.loads((here / "data" / "tensor-intrin-golden.json").read_text())
+    done = subprocess.run([sys.executable, str(here / "tensor_intrin_digest.py"), "crosstune"], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ours = json.loads(done.stdout.strip().splitlines()[-1])
+    assert golden["tvm"] == tvm.__version__, "TVM changed: regenerate the golden file with the benchmark"
+    assert (ours["intrinsics"], ours["sha256"]) == (golden["intrinsics"], golden["sha256"])
+    from crosstune.tvm import require_tvm
+
+    standard = inspect.stack
+    require_tvm()
+    assert inspect.stack is standard  # put back
+
+
 def test_unknown_network_and_unsupported_configuration_fail_before_measuring(tmp_path, monkeypatch):
     with pytest.raises(CrosstuneError, match="known networks: resnet18, mobilenet_v2, bert_layer"):
         collect(CollectSettings(["alexnet"], ["local-sse-1c"], 4), tmp_path / "a")
