@@ -15,12 +15,12 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-from types import SimpleNamespace
 
 import numpy as np
 
-from crosstune.compare import floor_notes, operator_table
-from crosstune.reporting import below_floor_line
+from crosstune.compare import OPERATOR_METRICS
+from crosstune.reporting import below_floor, below_floor_line
+from crosstune.tables import format_table
 
 HEADLINE = ("pca", "top1", "top5", "top10", "top1_mean", "top5_mean")
 
@@ -60,13 +60,25 @@ def main() -> None:
         seconds = np.mean([r["timing"]["train_seconds"] for r in runs])
         print(f"| {kind} | {len(runs)} | " + " | ".join(cells) + f" | {seconds:.0f} |")
     print("| random floor (exact) | – | " + " | ".join(f"{floor[m]:.3f}" for m in HEADLINE) + " | – |")
-    # The library's per-operator table and floor notes want runs holding every model: use the seeds all have.
-    seeds = min(len(per_model[k]) for k in kinds)
-    runs = [SimpleNamespace(results={k: per_model[k][i]["result"] for k in kinds}) for i in range(seeds)]
-    operators = sorted(runs[0].results[kinds[0]]["per_operator"])
-    print(f"\nper operator (mean over the first {seeds} seed(s) of every model; random = the exact floor):")
-    print(operator_table(runs, kinds, operators))
-    notes = floor_notes(runs, kinds)
+    # Per operator: each model's mean over its own seeds (deterministic baselines have one).
+    operators = sorted(per_model[kinds[0]][0]["result"]["per_operator"])
+    rows, notes = [], []
+    for scope in ["all"] + operators:
+        for kind in kinds:
+            parts = [r["result"]["overall"] if scope == "all" else r["result"]["per_operator"].get(scope) for r in per_model[kind]]
+            parts = [p for p in parts if p is not None]
+            if not parts:
+                continue
+            mean = {m: float(np.mean([p[m] for p in parts])) for m in parts[0] if isinstance(parts[0][m], float)}
+            if kind != "random":  # a random model sits on its floor, either side of it
+                notes += below_floor(f"{kind} on {scope}", mean, parts[0]["random"])
+            if scope != "all":
+                rows.append([scope, kind, *(mean[m] for m, _ in OPERATOR_METRICS)])
+        if scope != "all":
+            low = per_model[kinds[0]][0]["result"]["per_operator"][scope]["random"]
+            rows.append([scope, "random floor", *(low[m] for m, _ in OPERATOR_METRICS)])
+    print("\nper operator (each model's mean over its seeds; random floor exact):")
+    print(format_table(("operator", "model") + tuple(h for _, h in OPERATOR_METRICS), rows, digits=3))
     print("\n" + below_floor_line(notes))
 
 
