@@ -178,15 +178,6 @@ def test_cost_model_plugin_inside_metaschedule_search(collected, tmp_path):
     assert broken.failures == 1
 
 
-def test_tune_a_network_end_to_end_and_check_it_against_pytorch(tmp_path):
-    from crosstune.tvm.tune import tune_network
-
-    result = tune_network("bert_layer", "xgb", trials=16, hardware_config="local-avx2-2c", out=tmp_path)
-    assert result.output_matches, result.output_max_abs_error
-    assert result.latency_ms > 0 and result.pytorch_latency_ms > 0 and result.trials >= 1
-    assert (tmp_path / "tune.json").is_file() and (tmp_path / "tune-curve.png").is_file()
-
-
 def test_tune_with_a_model_that_does_not_load(tmp_path):
     from crosstune.tvm.tune import tune_network
 
@@ -265,7 +256,10 @@ def test_collect_resumed_in_a_new_process_imports_again(collected):
     assert len(load_dataset([out / "dataset"])) == 12
 
 
-def test_tune_reports_failed_cost_model_calls_and_uses_the_trained_descriptor(ms_model, tmp_path, capsys):
+def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against_pytorch(ms_model, tmp_path, capsys):
+    """One whole-network tune (the slowest thing a test does, so one run checks three things): failed
+    cost-model calls are counted and printed, the model gets the descriptor it was trained with, and the
+    compiled network's output matches PyTorch's."""
     from safetensors.torch import load_file, save_file
 
     from crosstune.cli import main
@@ -285,6 +279,9 @@ def test_tune_reports_failed_cost_model_calls_and_uses_the_trained_descriptor(ms
     assert saved["cost_model_failures"] >= 1 and saved["cost_model_failures"] == saved["cost_model_predict_calls"]
     assert f"cost-model calls failed: {saved['cost_model_failures']}" in printed
     assert "local-sse-1c: using the descriptor the model was trained with" in printed
+    assert saved["output_matches"], saved["output_max_abs_error"]
+    assert saved["latency_ms"] > 0 and saved["pytorch_latency_ms"] > 0 and saved["trials"] >= 1
+    assert (tmp_path / "run" / "tune-curve.png").is_file()
 
 
 def test_convergence_rule_and_the_two_task_choices():
