@@ -82,7 +82,12 @@ def dataset_digest(path: Path) -> dict:
         reports.append({"hardware": entry["hardware"], "added": entry["added"], "report": report})
     digest["imports"] = reports
     digest["counts"] = manifest["counts"]
-    digest["parts"] = [{"hardware": p["hardware"], "records": p["records"]} for p in manifest["parts"]]
+    # Records per hardware in part order; how many part files hold them is layout, not content (a
+    # parallel import keeps each worker's shard as a part of its own).
+    per_hardware: dict[str, int] = {}
+    for part in manifest["parts"]:
+        per_hardware[part["hardware"]] = per_hardware.get(part["hardware"], 0) + part["records"]
+    digest["parts"] = [{"hardware": h, "records": n} for h, n in per_hardware.items()]
     return digest
 
 

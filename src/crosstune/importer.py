@@ -117,15 +117,15 @@ def _import_parallel(files, spec, out, report: ImportReport, jobs: int, quiet: b
     from pathlib import Path
 
     from .dataset import DatasetAppend
-    from .parallel_import import parallel_batches
+    from .parallel_import import parallel_shards
 
     append = DatasetAppend(out, spec, report)  # checks the dataset before any worker starts
     bar = tqdm(unit=" rec", unit_scale=True, desc=f"importing {len(files)} file(s) in {jobs} processes",
                mininterval=0.5, disable=quiet)
     try:
         with bar:
-            for batch in parallel_batches(files, spec.name, report, jobs, Path(out), on_shard=bar.update):
-                append.write(batch)
+            for shard in parallel_shards(files, spec.name, report, jobs, Path(out), on_shard=bar.update):
+                append.adopt(shard)
     except BaseException:
         append.abort()
         raise

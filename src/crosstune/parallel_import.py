@@ -1,10 +1,11 @@
 """`crosstune import --jobs N`: record files read and tokenised in N worker processes.
 
 Files are cut into small shards, in the order a one-process import reads them. Each worker turns a
-shard into Arrow batches in the dataset schema and writes them to a scratch Parquet file; the parent
-takes the shards back in order and appends them through the same de-duplication as a one-process
-import, so the dataset is the same row for row, whatever N is. The scratch files live in a hidden
-folder of the dataset and are removed as soon as they are appended (or when the import fails).
+shard into a Parquet file in the dataset's schema and settings, in a hidden scratch folder of the
+dataset; the parent takes the shards back in order through the same de-duplication as a one-process
+import (reading only their record ids) and moves each into the dataset as a part of its own, or
+rewrites it without its duplicates. The dataset is the same row for row, whatever N is, and the
+parent re-encodes nothing in the common case, so N processes can approach N times one.
 """
 
 from __future__ import annotations
@@ -19,10 +20,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from .dataset import SCHEMA, record_batches
+from .dataset import open_part_writer, record_batches
 from .records.canonical import ImportReport, gc_paused
 from .records.detect import read_records
 
@@ -43,20 +41,21 @@ def shards(files: Sequence[Path], jobs: int) -> list[list[Path]]:
     return [list(files[i:i + size]) for i in range(0, len(files), size)]
 
 
-def _read_shard(task: tuple[list[Path], str, bool, Path]) -> tuple[Path | None, ImportReport]:
+def _read_shard(task: tuple[list[Path], str, bool, Path]) -> tuple[Path | None, int, ImportReport]:
     files, hardware, strict, out = task
     report = ImportReport(strict=strict)
-    writer = None
+    writer, rows = None, 0
     try:
         with gc_paused():
             for batch in record_batches(read_records([], hardware, report, files=files)):
                 if writer is None:
-                    writer = pq.ParquetWriter(out, SCHEMA, compression="lz4")  # as fast as none, 1/20 of the disk
-                writer.write_table(pa.Table.from_batches([batch]))
+                    writer = open_part_writer(out)
+                writer.write_batch(batch)  # one row group per batch, as the one-process import writes
+                rows += batch.num_rows
     finally:
         if writer is not None:
             writer.close()
-    return (out if writer is not None else None), report
+    return (out if writer is not None else None), rows, report
 
 
 def _context():
@@ -70,10 +69,11 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
-def parallel_batches(files: Sequence[Path], hardware: str, report: ImportReport, jobs: int, scratch_root: Path,
-                     on_shard=None) -> Iterator[pa.RecordBatch]:
-    """Batches of every record in ``files``, in file order, read by ``jobs`` processes; the
-    shards' reports are merged into ``report`` in the same order."""
+def parallel_shards(files: Sequence[Path], hardware: str, report: ImportReport, jobs: int, scratch_root: Path,
+                    on_shard=None) -> Iterator[Path]:
+    """Parquet files of every record in ``files``, in file order, read by ``jobs`` processes (the caller
+    moves or removes each before asking for the next); the shards' reports are merged into ``report``
+    in the same order."""
     scratch = scratch_root / f".import-{uuid.uuid4().hex[:12]}"
     scratch.mkdir(parents=True)
     tasks = [(shard, hardware, report.strict, scratch / f"shard-{i:06d}.parquet")
@@ -87,17 +87,13 @@ def parallel_batches(files: Sequence[Path], hardware: str, report: ImportReport,
             for task in itertools.islice(queue, 2 * jobs):
                 pending.append(pool.submit(_read_shard, task))
             while pending:
-                path, shard_report = pending.popleft().result()
+                path, rows, shard_report = pending.popleft().result()
                 for task in itertools.islice(queue, 1):
                     pending.append(pool.submit(_read_shard, task))
                 report.merge(shard_report)
                 if path is None:
                     continue
-                rows = 0
-                for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 16):
-                    rows += batch.num_rows
-                    yield batch
-                path.unlink()
+                yield path
                 if on_shard is not None:
                     on_shard(rows)
     finally:
