@@ -4,7 +4,7 @@ of ``--jobs 2``, load time of the imported dataset into model-ready arrays, and 
     python benchmarks/bench_import.py [--data ../shared/data/roller-ansor] [--cores 0] [--repeats 2]
 
 ``--cores 0`` pins the process to CPU 0 (one core) with sched_setaffinity; the ``--jobs`` comparison
-runs unpinned (on every core this process may use). Parse-only and import each run ``--repeats``
+runs unpinned (on every core this process may use), each import in a fresh interpreter. Parse-only and import each run ``--repeats``
 times, interleaved, and the best of each counts: on a shared machine the best run is the one least
 disturbed by others. The ratio is given in both CPU time (``time.process_time``, what the code costs)
 and wall time. Peak memory is the child process's own high-water mark (VmHWM of /proc/self/status;
@@ -57,13 +57,16 @@ def peak_rss_mb() -> float:
     return float("nan")
 
 
-def child_import(sources: list[str], out: str) -> dict:
+def child_import(sources: list[str], out: str, jobs: int = 1) -> dict:
+    """An import in a fresh interpreter (nothing cached from earlier imports, as a user runs it): records,
+    wall seconds of the import calls and the child's peak RSS."""
     code = ("import json,sys,time;sys.path.insert(0, sys.argv[1]);from bench_import import peak_rss_mb;"
-            "from crosstune.importer import import_sources;n=0\n"
-            "for i,s in enumerate(sys.argv[3:]):\n"
-            "    n+=import_sources([s], ('k80', 'v100')[i], sys.argv[2]).added\n"
-            "print(json.dumps({'records':n,'peak_rss_mb':peak_rss_mb()}))")
-    result = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), out, *sources],
+            "from crosstune.importer import import_sources;n=0;t=time.perf_counter()\n"
+            "for i,s in enumerate(sys.argv[4:]):\n"
+            "    n+=import_sources([s], ('k80', 'v100')[i], sys.argv[2], jobs=int(sys.argv[3])).added\n"
+            "print(json.dumps({'records':n,'seconds':time.perf_counter()-t,'peak_rss_mb':peak_rss_mb()}))")
+    shutil.rmtree(out, ignore_errors=True)
+    result = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), out, str(jobs), *sources],
                             capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -111,8 +114,8 @@ def main() -> None:
         os.sched_setaffinity(0, all_cores)
         walls = {1: [], 2: []}
         for _ in range(args.repeats):
-            for jobs in (1, 2):
-                walls[jobs].append(import_both(data, tmp / "ds", jobs=jobs)[1])
+            for jobs in (1, 2):  # fresh processes: warm caches of earlier imports would favour one process
+                walls[jobs].append(child_import([str(data / "k80"), str(data / "v100")], str(tmp / "jobs"), jobs)["seconds"])
         one, two = min(walls[1]), min(walls[2])
         print(f"--jobs on {len(all_cores)} core(s), wall, best of {args.repeats}: --jobs 1 {one:.2f} s, "
               f"--jobs 2 {two:.2f} s = {one / two:.2f}x (all: jobs 1 " + ", ".join(f"{t:.2f}" for t in walls[1])
