@@ -40,7 +40,7 @@ class CrossFeatConfig:
     # with a handful of training devices the descriptor can act as a device identifier. Noise shifts each
     # device's normalised features (one draw per device and batch, so a group's programs share it) and
     # asks for rankings that change smoothly with the specs; dropout replaces a device's token by a
-    # learned "unknown device" token, which then ranks as crossfeat-nohw would.
+    # learned "unknown device" token that carries no hardware information.
     hardware_noise: float = 0.0
     hardware_dropout: float = 0.0
 
