@@ -5,14 +5,12 @@ from __future__ import annotations
 import pytest
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 
 import numpy as np
-import pyarrow as pa
 
 from crosstune.models import create_model
 from crosstune.streaming import TRAIN, StreamSource, epoch_buffers, make_stream_split, train_streaming
