@@ -42,12 +42,17 @@ def staged_file(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp
         if tmp.is_file():
-            with open(tmp, "rb") as stream:
-                os.fsync(stream.fileno())
+            fsync_file(tmp)
             os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def fsync_file(path: str | os.PathLike) -> None:
+    """Flush a file that some other writer closed to the disk (before it is renamed into place)."""
+    with open(path, "rb") as stream:
+        os.fsync(stream.fileno())
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import __version__, tokens
+from .atomic import fsync_file
 from .atomic import write_text as atomic_write_text
 from .errors import CrosstuneError
 from .hardware.registry import HardwareSpec, spec_from_dict
@@ -106,11 +107,6 @@ def open_part_writer(path: Path) -> pq.ParquetWriter:
                             write_statistics=_STATISTICS_COLUMNS)
 
 
-def _fsync(path: Path) -> None:
-    with open(path, "rb") as stream:
-        os.fsync(stream.fileno())
-
-
 class _PartWriter:
     """Streams Arrow batches into one Parquet file (one row group per batch) under a temporary name."""
 
@@ -128,7 +124,7 @@ class _PartWriter:
 
     def commit(self) -> None:
         self.writer.close()
-        _fsync(self.tmp_path)
+        fsync_file(self.tmp_path)
         os.replace(self.tmp_path, self.final_path)
 
     def abort(self) -> None:
@@ -319,7 +315,7 @@ class DatasetAppend:
         kept = int(keep.sum())
         part = self._new_part()
         if kept == len(keep) and kept:
-            _fsync(path)
+            fsync_file(path)
             (self.root / part).parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, self.root / part)
         elif kept:

@@ -59,6 +59,25 @@ def _task_networks(ds: Dataset, network_map: dict[str, list[str]]) -> list[list[
     return [network_map.get(tid) or network_map.get(key) or [] for tid, key in zip(ds.task_ids, ds.workload_keys)]
 
 
+def check_test_fraction(test_fraction: float) -> None:
+    if not 0.0 < test_fraction < 1.0:
+        raise CrosstuneError(f"test fraction must be in (0, 1), not {test_fraction}")
+
+
+def check_test_hardware(test_hardware: Sequence[str] | None, present: Sequence[str]) -> None:
+    if not test_hardware:
+        raise CrosstuneError("by-hardware split needs --test-hardware NAME")
+    unknown = [h for h in test_hardware if h not in present]
+    if unknown:
+        raise CrosstuneError(f"test hardware {', '.join(unknown)} not in the dataset; present: {', '.join(present)}")
+
+
+def held_out_tasks(n_tasks: int, test_fraction: float, seed: int) -> np.ndarray:
+    """The task indices a by-task split holds out (the same draw in memory and streamed)."""
+    tasks = np.random.default_rng(seed).permutation(n_tasks)
+    return tasks[:max(1, int(round(n_tasks * test_fraction)))]
+
+
 def make_split(ds: Dataset, kind: str, *, seed: int = 0, test_fraction: float = 0.2,
                test_hardware: Sequence[str] | None = None, test_operators: Sequence[str] | None = None,
                network_map: dict[str, list[str]] | None = None,
@@ -67,17 +86,11 @@ def make_split(ds: Dataset, kind: str, *, seed: int = 0, test_fraction: float = 
     (unknown names, an empty side) before any work is done."""
     if kind not in SPLIT_KINDS:
         raise CrosstuneError(f"unknown split {kind!r}; choose one of {', '.join(SPLIT_KINDS)}")
-    if not 0.0 < test_fraction < 1.0:
-        raise CrosstuneError(f"test fraction must be in (0, 1), not {test_fraction}")
+    check_test_fraction(test_fraction)
     rng = np.random.default_rng(seed)
     n = len(ds)
     if kind == "by-hardware":
-        if not test_hardware:
-            raise CrosstuneError("by-hardware split needs --test-hardware NAME")
-        unknown = [h for h in test_hardware if h not in ds.hardware_names]
-        if unknown:
-            raise CrosstuneError(f"test hardware {', '.join(unknown)} not in the dataset; "
-                                 f"present: {', '.join(ds.hardware_names)}")
+        check_test_hardware(test_hardware, ds.hardware_names)
         test = ds.hardware_mask(test_hardware)
         return _check(Split(kind, np.flatnonzero(~test), np.flatnonzero(test), f"test hardware {', '.join(test_hardware)}"))
     if kind == "within-task":
@@ -94,10 +107,10 @@ def make_split(ds: Dataset, kind: str, *, seed: int = 0, test_fraction: float = 
         test[order[ranked[chosen]]] = True
         return _check(Split(kind, np.flatnonzero(~test), np.flatnonzero(test), f"{test_fraction:.0%} of each task"))
     if kind == "by-task":
-        tasks = rng.permutation(len(ds.task_ids))
-        n_test = max(1, int(round(len(tasks) * test_fraction)))
-        test = np.isin(ds.task, tasks[:n_test])
-        return _check(Split(kind, np.flatnonzero(~test), np.flatnonzero(test), f"{n_test} of {len(tasks)} tasks held out"))
+        held_out = held_out_tasks(len(ds.task_ids), test_fraction, seed)
+        test = np.isin(ds.task, held_out)
+        return _check(Split(kind, np.flatnonzero(~test), np.flatnonzero(test),
+                            f"{len(held_out)} of {len(ds.task_ids)} tasks held out"))
     if kind == "by-operator":
         present = sorted({OP_KINDS[k] for k in np.unique(ds.op_kind)})
         if test_operators:

@@ -47,6 +47,7 @@ from .hardware.registry import builtin_specs
 from .metrics import validation_pca
 from .losses import LOSSES
 from .models.base import CHECKPOINT_DIRS
+from .splits import check_test_fraction, check_test_hardware, held_out_tasks
 from .train import TrainConfig, _Checkpoint, optimizer_step, pack_batches, start_training
 
 STREAM_SPLITS = ("by-hardware", "by-task", "within-task")
@@ -221,26 +222,19 @@ def make_stream_split(source: StreamSource, kind: str, seed: int, test_fraction:
                       test_hardware: Sequence[str] = (), valid_fraction: float = 0.1) -> StreamSplit:
     if kind not in STREAM_SPLITS:
         raise CrosstuneError(f"--stream supports the splits {', '.join(STREAM_SPLITS)}, not {kind!r}")
-    if not 0.0 < test_fraction < 1.0:
-        raise CrosstuneError(f"test fraction must be in (0, 1), not {test_fraction}")
+    check_test_fraction(test_fraction)
     n_hw = max(len(source.hardware_names), 1)
     group_task = np.arange(source.n_groups) // n_hw
     group_hw = np.arange(source.n_groups) % n_hw
     test_groups = np.zeros(source.n_groups, dtype=bool)
     if kind == "by-hardware":
-        if not test_hardware:
-            raise CrosstuneError("by-hardware split needs --test-hardware NAME")
-        unknown = [h for h in test_hardware if h not in source.hardware_names]
-        if unknown:
-            raise CrosstuneError(f"test hardware {', '.join(unknown)} not in the dataset; "
-                                 f"present: {', '.join(source.hardware_names)}")
+        check_test_hardware(test_hardware, source.hardware_names)
         test_groups = np.isin(group_hw, [source.hardware_names.index(h) for h in test_hardware])
         description = f"test hardware {', '.join(test_hardware)}"
     elif kind == "by-task":  # the draw of splits.make_split, over tasks in the same order
-        tasks = np.random.default_rng(seed).permutation(len(source.task_ids))
-        n_test = max(1, int(round(len(tasks) * test_fraction)))
-        test_groups = np.isin(group_task, tasks[:n_test])
-        description = f"{n_test} of {len(tasks)} tasks held out"
+        held_out = held_out_tasks(len(source.task_ids), test_fraction, seed)
+        test_groups = np.isin(group_task, held_out)
+        description = f"{len(held_out)} of {len(source.task_ids)} tasks held out"
     else:
         description = f"{test_fraction:.0%} of each task (by record-id hash)"
     # Groups that hold records: the in-memory holdout draws among the training split's groups.

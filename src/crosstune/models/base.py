@@ -7,11 +7,13 @@ statistics, hardware descriptors seen, crosstune version, format version) and it
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -157,6 +159,15 @@ def check_model_out(directory: Path) -> None:
     if foreign:
         raise CrosstuneError(f"{directory}: exists and is not a crosstune model directory (it holds "
                              f"{', '.join(sorted(foreign)[:3])}); choose another --out")
+
+
+@contextlib.contextmanager
+def saved_config_read(directory: Path) -> Iterator[None]:
+    """Around reading a model's saved config: a missing or foreign field becomes one clear error."""
+    try:
+        yield
+    except (TypeError, KeyError) as err:
+        raise CrosstuneError(f"{directory}: model config does not match this crosstune ({err})") from None
 
 
 def copied(config, config_cls: type):

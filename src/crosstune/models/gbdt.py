@@ -26,7 +26,7 @@ from ..atomic import staged_file
 from ..dataset import Dataset
 from ..errors import CrosstuneError
 from ..features import Normalizer, featurize, kind_counts_and_means
-from .base import CostModel, FitOptions, copied
+from .base import CostModel, FitOptions, copied, saved_config_read
 
 MODEL_FILE = "model.json"
 
@@ -156,10 +156,8 @@ class XGBModel(CostModel):
     def _read(cls, directory: Path, config: dict) -> "XGBModel":
         import xgboost
 
-        try:
+        with saved_config_read(directory):
             model = cls(XGBConfig(**config["model"]))
-        except (TypeError, KeyError) as err:
-            raise CrosstuneError(f"{directory}: model config does not match this crosstune ({err})") from None
         if "use_hardware" not in config["model"]:  # saved before xgb+hw existed: its trees read the vector
             model.config = replace(model.config, use_hardware=True)
         model.normalizer = Normalizer.from_json(config.get("normalizer", {}))

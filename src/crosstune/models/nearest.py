@@ -29,7 +29,7 @@ from ..errors import CrosstuneError
 from ..hardware.registry import HardwareSpec, builtin_specs, spec_from_dict
 from ..programs import mix64, program_keys
 from ..atomic import staged_file
-from .base import CostModel, FitOptions, copied
+from .base import CostModel, FitOptions, copied, saved_config_read
 
 KNOWN_FILE = "known_programs.parquet"
 NEVER_MEASURED = -1.0  # below every percentile score (those are in [0, 1])
@@ -228,11 +228,9 @@ class NearestModel(CostModel):
 
     @classmethod
     def _read(cls, directory: Path, config: dict) -> "NearestModel":
-        try:
+        with saved_config_read(directory):
             model = cls(NearestConfig(**config["model"]))
             specs = {n: spec_from_dict(d, f"{directory}/config.json") for n, d in config["known_devices"].items()}
-        except (TypeError, KeyError) as err:
-            raise CrosstuneError(f"{directory}: model config does not match this crosstune ({err})") from None
         try:
             table = pq.read_table(directory / KNOWN_FILE)
         except (OSError, pa.ArrowInvalid) as err:

@@ -18,7 +18,7 @@ from ..dataset import Dataset
 from ..errors import CrosstuneError
 from ..features import Features, Normalizer, featurize
 from ..train import TrainConfig, predict_scores, train_neural
-from .base import CostModel, FitOptions, copied
+from .base import CostModel, FitOptions, copied, saved_config_read
 
 WEIGHTS = "weights.safetensors"
 
@@ -100,10 +100,8 @@ class NeuralCostModel(CostModel):
 
     @classmethod
     def _read(cls, directory: Path, config: dict) -> "NeuralCostModel":
-        try:
+        with saved_config_read(directory):
             model = cls(cls.config_cls(**config["model"]), TrainConfig(**config.get("train", {})))
-        except (TypeError, KeyError) as err:
-            raise CrosstuneError(f"{directory}: model config does not match this crosstune ({err})") from None
         model.normalizer = Normalizer.from_json(config.get("normalizer", {}))
         model._restore_hardware(config)
         model.history = config.get("history", {})

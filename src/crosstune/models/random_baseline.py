@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from ..dataset import Dataset
-from ..errors import CrosstuneError
 from ..programs import mix64
-from .base import CostModel, FitOptions, copied
+from .base import CostModel, FitOptions, copied, saved_config_read
 
 
 def random_scores(programs: Dataset, seed: int) -> np.ndarray:
@@ -53,9 +52,7 @@ class RandomModel(CostModel):
 
     @classmethod
     def _read(cls, directory: Path, config: dict) -> "RandomModel":
-        try:
+        with saved_config_read(directory):
             model = cls(RandomConfig(**config["model"]))
-        except (TypeError, KeyError) as err:
-            raise CrosstuneError(f"{directory}: model config does not match this crosstune ({err})") from None
         model._restore_hardware(config)
         return model
