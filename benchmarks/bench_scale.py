@@ -87,7 +87,7 @@ def run_child(kind: str, work: Path, jobs: int, train_batches: int | None) -> di
 
         cfg = TrainConfig(epochs=1, seed=0)
         model = create_model("crossfeat", cfg)
-        result = train_streaming(model, [work / "ds"], cfg, "by-hardware", ["v100"], buffer_records=200_000,
+        result = train_streaming(model, [work / "ds"], model.train_config, "by-hardware", ["v100"], buffer_records=200_000,
                                  progress=False, max_batches=train_batches)
         model.save(work / "model")
         epoch = result["history"]["epochs"][0]

@@ -48,7 +48,7 @@ from .metrics import validation_pca
 from .losses import LOSSES
 from .models.base import CHECKPOINT_DIRS
 from .splits import check_test_fraction, check_test_hardware, held_out_tasks
-from .train import TrainConfig, _Checkpoint, optimizer_step, pack_batches, start_training
+from .train import TrainConfig, _Checkpoint, optimizer_step, pack_batches, require_resolved, start_training
 
 STREAM_SPLITS = ("by-hardware", "by-task", "within-task")
 DEFAULT_BUFFER = 200_000
@@ -385,8 +385,9 @@ def train_streaming(model, datasets: Sequence[str | Path], cfg: TrainConfig, spl
                     progress: bool = True, max_batches: int | None = None, on_buffer=None) -> dict:
     """Fit ``model`` (a NeuralCostModel) on ``datasets`` streamed from disk; leaves it holding its
     best-validated weights. ``on_buffer(StreamBuffer)`` sees every buffer; ``max_batches`` stops
-    each epoch early (benchmarks)."""
+    each epoch early (benchmarks). ``cfg`` must be resolved (``model.train_config``)."""
     cfg.check()
+    require_resolved(cfg)
     if buffer_records < 2:
         raise CrosstuneError("--shuffle-buffer must be at least 2 records")
     ctx = distributed.context(cfg.device)

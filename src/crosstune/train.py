@@ -183,6 +183,14 @@ class TrainingState:
     first_epoch: int
 
 
+def require_resolved(cfg: TrainConfig) -> None:
+    """Training needs the fields a model fills (``model.train_config``); a bare TrainConfig has None there."""
+    unresolved = [name for name in ("lr", "optimizer", "batch_across_groups") if getattr(cfg, name) is None]
+    if unresolved:
+        raise ValueError(f"training needs a resolved TrainConfig: pass model.train_config (the model fills "
+                         f"{', '.join(unresolved)})")
+
+
 def start_training(net: torch.nn.Module, cfg: TrainConfig, saved) -> TrainingState:
     """A new optimizer for ``net``; with ``saved`` (a checkpoint's (progress, tensors)), the weights,
     optimizer state, history and best epoch of the interrupted run, continuing after its last epoch."""
@@ -256,9 +264,7 @@ def train_neural(build_net: Callable[[], torch.nn.Module], batch_tensors: BatchT
     from the checkpoint on ``resume``). ``hooks`` see every epoch start, validation and end and may
     stop training early (the MLPerf-style benchmark stops at its quality target)."""
     cfg.check()
-    unresolved = [name for name in ("lr", "optimizer", "batch_across_groups") if getattr(cfg, name) is None]
-    if unresolved:
-        raise ValueError(f"train_neural needs a resolved TrainConfig (the model fills {', '.join(unresolved)})")
+    require_resolved(cfg)
     hooks = hooks or TrainHooks()
     ctx = distributed.context(cfg.device)
     device = distributed.device_for(ctx, cfg.device)
