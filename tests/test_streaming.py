@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import gzip
 import json
 import signal
 import subprocess
@@ -30,6 +31,28 @@ def _expected_training_ids(source, split):
         wanted = (split.roles(table, group) == TRAIN) & np.isfinite(latency) & (table.column("error_no").to_numpy() == 0)
         ids.append(table.column("record_id").to_numpy()[wanted])
     return np.concatenate(ids)
+
+
+def _buffers_of_two_epochs(dataset, buffer_records, spill_dir=None):
+    """(record ids in training order, the task ids of each buffer, history) of a 2-epoch streamed run,
+    within-task split."""
+    model = create_model("crossfeat", TrainConfig(epochs=2, seed=3, group_size=8, groups_per_batch=4,
+                                                  architecture=SMALL))
+    seen, buffer_tasks = [], []
+
+    def on_buffer(buffer):
+        groups = np.asarray(buffer.dataset.group)
+        buffer_tasks.append(np.asarray(buffer.dataset.task_ids)[buffer.dataset.task])
+        for batch in buffer.batches:
+            for chunk in batch:  # a chunk holds programs of one task on one hardware
+                chunk = chunk[chunk >= 0]
+                assert len(set(groups[chunk].tolist())) == 1
+            seen.append(buffer.dataset.record_id[batch[batch >= 0]])
+
+    result = train_streaming(model, [dataset], model.train_config, "within-task", test_fraction=0.2,
+                             buffer_records=buffer_records, progress=False, on_buffer=on_buffer,
+                             spill_dir=spill_dir)
+    return np.concatenate(seen), buffer_tasks, result["history"]
 
 
 def test_every_training_record_is_seen_once_per_epoch_with_a_tiny_buffer(tiny_dataset):
@@ -89,6 +112,9 @@ def test_a_killed_streaming_run_resumes_from_its_checkpoint(tmp_path, tiny_datas
     run.wait()
     saved = json.loads(progress.read_text())
     assert saved["epoch"] < 5
+    # the K80 half does not fit the 100-record buffer: its rows were spilled into the checkpoint folder
+    buckets = out / "checkpoint" / "shuffle-buckets"
+    assert list(buckets.glob("bucket-*.parquet"))
     resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     config = json.loads((out / "config.json").read_text())
@@ -96,6 +122,63 @@ def test_a_killed_streaming_run_resumes_from_its_checkpoint(tmp_path, tiny_datas
     assert [e["epoch"] for e in epochs] == list(range(6))
     # The epochs done before the kill were not trained again: their records are the checkpoint's.
     assert epochs[:saved["epoch"] + 1] == saved["history"]
-    assert "shuffle buffer 100 records" in resumed.stdout
+    assert "shuffle buffer 100 records" in resumed.stdout and "group buckets" in resumed.stdout
+    assert not buckets.exists()  # written again by the resumed run, removed at its end
     ids = json.loads((out / "train_records.json").read_text())["record_ids"]
     assert len(ids) > 0 and len(ids) == len(set(ids))
+
+
+@pytest.fixture(scope="module")
+def many_task_dataset(tmp_path_factory, roller):
+    """50 tasks stored task by task: 30 real K80 records of each of the 5 sample files, replicated 10
+    times, each replica of a task under a new task id (its workload key re-spaced, as bench_scale does)."""
+    from crosstune.importer import import_sources
+
+    root = tmp_path_factory.mktemp("many-tasks")
+    (root / "src").mkdir()
+    for replica in range(10):
+        for path in sorted((roller / "k80").glob("*.json.gz")):
+            with gzip.open(path, "rb") as src:
+                lines = [line.replace(b'\\", ', b'\\",' + b" " * (replica + 1), 1) for _, line in zip(range(30), src)]
+            with gzip.open(root / "src" / f"r{replica:02d}-{path.name}", "wb") as dst:
+                dst.writelines(lines)
+    import_sources([root / "src"], "k80", root / "ds")
+    return root / "ds"
+
+
+def _task_spread(source, buffer_tasks):
+    """Median over buffers of how far apart (as a share of all tasks) the first- and last-stored tasks
+    of a buffer are."""
+    position = {task: i for i, task in enumerate(source.task_ids)}
+    return float(np.median([np.ptp([position[t] for t in set(tasks.tolist())]) / len(source.task_ids)
+                            for tasks in buffer_tasks]))
+
+
+def test_a_buffer_smaller_than_the_training_set_draws_its_tasks_from_the_whole_dataset(many_task_dataset, tmp_path):
+    source = StreamSource.scan([many_task_dataset])
+    assert len(source.task_ids) == 50
+    split = make_stream_split(source, "within-task", seed=3, test_fraction=0.2)
+    expected = _expected_training_ids(source, split)
+    spill = tmp_path / "buckets"
+    seen, buffer_tasks, history = _buffers_of_two_epochs(many_task_dataset, buffer_records=200, spill_dir=spill)
+    assert history["shuffle_buckets"] >= 2 * len(expected) / 200  # spilled, about half a buffer per bucket
+    first, second = seen[:len(expected)], seen[len(expected):]
+    for epoch in (first, second):  # every training record exactly once per epoch
+        assert len(epoch) == len(np.unique(epoch)) == len(expected)
+        assert set(epoch.tolist()) == set(expected.tolist())
+    assert not np.array_equal(first, second)  # in a new order
+    # Filled from the row groups, a 200-record buffer would hold a run of neighbouring tasks (about 7 of
+    # the 50, often the layers of one network in real data); through the buckets it holds tasks from
+    # all over the dataset.
+    cfg = TrainConfig(seed=3, group_size=8, groups_per_batch=4)
+    from_row_groups = [np.asarray(b.dataset.task_ids)[b.dataset.task]
+                       for b in epoch_buffers(source, split, cfg, 0, buffer_records=200)]
+    assert _task_spread(source, from_row_groups) < 0.25
+    assert _task_spread(source, buffer_tasks) > 0.6
+    assert not spill.exists()  # the buckets were written there and removed
+
+
+def test_a_buffer_holding_the_whole_training_set_reads_the_row_groups(tiny_dataset):
+    seen, _, history = _buffers_of_two_epochs(tiny_dataset, buffer_records=100_000)
+    assert history["shuffle_buckets"] == 0
+    assert len(seen) == 2 * len(np.unique(seen))

@@ -8,15 +8,20 @@ dataset. Three kinds of pass read the parts row group by row group:
    tasks and hardware in order of appearance, the best latency and the number of valid records of
    every group, so that labels (best / latency) are exact;
 2. **statistics** (once): input normalisation over the training records, and the validation sample;
-3. **epochs**: row groups in a seeded random order fill the buffer; a full buffer is cut into chunks of
-   one group (up to ``group_size`` programs, sizes balanced so that no record is left out), the chunks
-   are shuffled and batched ``groups_per_batch`` at a time. A group with a single record in the buffer
-   waits for the next fill (it has nothing to be ranked against yet), so every valid training record is
-   in exactly one batch per epoch.
+3. **epochs**: tables of training rows in a seeded random order fill the buffer; a full buffer is cut
+   into chunks of one group (up to ``group_size`` programs, sizes balanced so that no record is left
+   out), the chunks are shuffled and batched ``groups_per_batch`` at a time. A group with a single
+   record in the buffer waits for the next fill (it has nothing to be ranked against yet), so every
+   valid training record is in exactly one batch per epoch.
 
-Shuffling is therefore honest within a window of ``buffer_records`` records drawn from randomly chosen
-row groups (each row group of an import holds up to 20,000 records of a few files); the window is
-reported with the result.
+Where the tables come from decides how honest the shuffle is. When the buffer holds every training
+record, they are the dataset's row groups (one buffer, shuffled whole). When it does not, a row group
+would be a poor unit: an import writes up to 20,000 records of a few consecutive input files per row
+group, often the layers of one network. So the statistics pass also spills the training rows to disk
+in buckets of whole (task, hardware) groups chosen by a seeded hash (``shuffle_spill``), about half a
+buffer each; every bucket is then a uniform random sample of the groups of the whole dataset, and
+every epoch reads the buckets in a new order, so two of them share a buffer. The buffer size and the
+number of buckets are reported with the result.
 
 Splits: ``by-hardware`` and ``by-task`` choose exactly what the in-memory split chooses (they depend
 on tasks and hardware only, taken in the same order); ``within-task`` holds out records by a seeded hash
@@ -48,6 +53,7 @@ from .metrics import validation_pca
 from .losses import LOSSES
 from .models.base import CHECKPOINT_DIRS
 from .splits import check_test_fraction, check_test_hardware, held_out_tasks
+from .shuffle_spill import GroupBuckets
 from .train import TrainConfig, _Checkpoint, optimizer_step, pack_batches, require_resolved, start_training
 
 STREAM_SPLITS = ("by-hardware", "by-task", "within-task")
@@ -248,14 +254,37 @@ def make_stream_split(source: StreamSource, kind: str, seed: int, test_fraction:
     return StreamSplit(kind, description, test_groups, valid_groups, test_fraction, seed)
 
 
+def training_rows(table: pa.Table, group: np.ndarray, split: StreamSplit) -> np.ndarray:
+    """Bool per row: a valid measurement of the training split (what the epochs train on)."""
+    latency = table.column("latency").to_numpy()
+    valid = np.isfinite(latency) & (table.column("error_no").to_numpy() == 0)
+    return (split.roles(table, group) == TRAIN) & valid
+
+
+def spill_buckets(source: StreamSource, split: StreamSplit, buffer_records: int) -> int:
+    """How many group buckets to spill the training rows into: 0 when one buffer holds them all (no
+    spill needed), else enough for about half a buffer each."""
+    trained_groups = ~split.test_groups & ~split.valid_groups
+    expected = float(source.valid_count[trained_groups].sum())
+    if split.kind == "within-task":
+        expected *= 1.0 - split.test_fraction
+    if expected <= buffer_records:
+        return 0
+    return int(np.ceil(2 * expected / buffer_records))
+
+
+def _bucket_of(group: np.ndarray, n_buckets: int, seed: int) -> np.ndarray:
+    return np.minimum((_hash01(group, seed + 2) * n_buckets).astype(np.int64), n_buckets - 1)
+
+
 # ---------------------------------------------------------------------------------------------------
 # statistics pass
 # ---------------------------------------------------------------------------------------------------
 
-def _statistics(source: StreamSource, split: StreamSplit, seed: int,
-                valid_sample: int = VALID_SAMPLE) -> tuple[Normalizer, Dataset | None, int, np.ndarray]:
+def _statistics(source: StreamSource, split: StreamSplit, seed: int, valid_sample: int = VALID_SAMPLE,
+                spill: GroupBuckets | None = None) -> tuple[Normalizer, Dataset | None, int, np.ndarray]:
     """(normaliser over the training records, validation sample, valid training records,
-    training record ids) in one pass."""
+    training record ids) in one pass; with ``spill``, the training rows also go to its buckets."""
     n_kinds = len(tokens.KINDS)
     t_n = np.zeros(n_kinds)
     t_sum = np.zeros((n_kinds, tokens.NUM_ARGS))
@@ -282,10 +311,15 @@ def _statistics(source: StreamSource, split: StreamSplit, seed: int,
             op_n, op_sum, op_sq = op_n + len(op), op_sum + op.sum(axis=0), op_sq + (op * op).sum(axis=0)
             trained += int(np.count_nonzero(part.valid))
             train_ids.append(part.record_id)
+        if spill is not None:
+            rows = np.flatnonzero(training_rows(table, group, split))
+            spill.add(table.take(pa.array(rows)), _bucket_of(group[rows], spill.n_buckets, seed))
         valid_rows = np.flatnonzero((role == VALID) & (_hash01(table.column("record_id").to_numpy(), seed + 1)
                                                        < keep_fraction))
         if len(valid_rows):
             valid_tables.append(table.take(pa.array(valid_rows)))
+    if spill is not None:
+        spill.finish()
     if trained < 2:
         raise CrosstuneError("the training split has fewer than two valid measurements")
     seen = t_n > 0
@@ -333,11 +367,17 @@ def _chunks(group: np.ndarray, rows: np.ndarray, rng: np.random.Generator, size:
     return chunks
 
 
+def _row_group_tables(source: StreamSource, split: StreamSplit, rng: np.random.Generator) -> Iterator[pa.Table]:
+    for index in rng.permutation(len(source.row_groups)):
+        table = source.read(source.row_groups[index])
+        yield table.filter(pa.array(training_rows(table, source.groups(table), split)))
+
+
 def epoch_buffers(source: StreamSource, split: StreamSplit, cfg: TrainConfig, epoch: int,
-                  buffer_records: int) -> Iterator[StreamBuffer]:
+                  buffer_records: int, spill: GroupBuckets | None = None) -> Iterator[StreamBuffer]:
     """The batches of one epoch (see the module docstring); deterministic for (seed, epoch). The
     buffer holds at most ``buffer_records`` records plus the lone records waiting for a partner (at
-    most one per group)."""
+    most one per group). ``spill``: read the training rows from its buckets instead of the row groups."""
     rng = np.random.default_rng(cfg.seed * 1_000_003 + epoch)
     state = {"waiting": [], "rows": 0, "carried": None}
 
@@ -363,12 +403,9 @@ def epoch_buffers(source: StreamSource, split: StreamSplit, cfg: TrainConfig, ep
         del buffer, chunks, group
         yield StreamBuffer(dataset, labels, batches)
 
-    for index in rng.permutation(len(source.row_groups)):
-        table = source.read(source.row_groups[index])
-        group = source.groups(table)
-        latency = table.column("latency").to_numpy()
-        wanted = (split.roles(table, group) == TRAIN) & np.isfinite(latency) & (table.column("error_no").to_numpy() == 0)
-        table = table.filter(pa.array(wanted))
+    tables = (spill.tables(rng.permutation(spill.n_buckets)) if spill is not None
+              else _row_group_tables(source, split, rng))
+    for table in tables:
         while table.num_rows:
             take = min(table.num_rows, buffer_records - state["rows"])
             state["waiting"].append(table.slice(0, take))
@@ -382,10 +419,13 @@ def epoch_buffers(source: StreamSource, split: StreamSplit, cfg: TrainConfig, ep
 def train_streaming(model, datasets: Sequence[str | Path], cfg: TrainConfig, split_kind: str = "by-hardware",
                     test_hardware: Sequence[str] = (), test_fraction: float = 0.2,
                     buffer_records: int = DEFAULT_BUFFER, checkpoint_dir: Path | None = None, resume: bool = False,
-                    progress: bool = True, max_batches: int | None = None, on_buffer=None) -> dict:
+                    progress: bool = True, max_batches: int | None = None, on_buffer=None,
+                    spill_dir: str | Path | None = None) -> dict:
     """Fit ``model`` (a NeuralCostModel) on ``datasets`` streamed from disk; leaves it holding its
     best-validated weights. ``on_buffer(StreamBuffer)`` sees every buffer; ``max_batches`` stops
-    each epoch early (benchmarks). ``cfg`` must be resolved (``model.train_config``)."""
+    each epoch early (benchmarks). ``cfg`` must be resolved (``model.train_config``). ``spill_dir``:
+    the folder for the shuffle buckets when the buffer is smaller than the training set (default:
+    ``checkpoint_dir``/shuffle-buckets, else a new temporary folder); removed at the end."""
     cfg.check()
     require_resolved(cfg)
     if buffer_records < 2:
@@ -393,14 +433,30 @@ def train_streaming(model, datasets: Sequence[str | Path], cfg: TrainConfig, spl
     ctx = distributed.context(cfg.device)
     if ctx.distributed:
         raise CrosstuneError("--stream does not run under torchrun yet; train in one process")
-    device = distributed.device_for(ctx, cfg.device)
-    torch.manual_seed(cfg.seed)
     started_all = time.perf_counter()
     source = StreamSource.scan(datasets)
     split = make_stream_split(source, split_kind, cfg.seed, test_fraction, test_hardware)
+    n_buckets = spill_buckets(source, split, buffer_records)
+    if spill_dir is None and checkpoint_dir is not None:
+        spill_dir = Path(checkpoint_dir) / "shuffle-buckets"
+    spill = GroupBuckets(n_buckets, spill_dir) if n_buckets else None
+    try:
+        result = _train(model, source, split, cfg, distributed.device_for(ctx, cfg.device), buffer_records,
+                        checkpoint_dir, resume, progress, max_batches, on_buffer, spill)
+    finally:
+        if spill is not None:
+            spill.remove()
+    result["seconds"] = time.perf_counter() - started_all
+    return result
+
+
+def _train(model, source: StreamSource, split: StreamSplit, cfg: TrainConfig, device, buffer_records: int,
+           checkpoint_dir: Path | None, resume: bool, progress: bool, max_batches: int | None, on_buffer,
+           spill: GroupBuckets | None) -> dict:
+    torch.manual_seed(cfg.seed)
     checkpoint = _Checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
     saved = checkpoint.load() if (checkpoint is not None and resume) else None
-    normalizer, valid, trained, train_ids = _statistics(source, split, cfg.seed)
+    normalizer, valid, trained, train_ids = _statistics(source, split, cfg.seed, spill=spill)
     model.normalizer = Normalizer.from_json(saved[0]["normalizer"]) if saved else normalizer
     n_hw = max(len(source.hardware_names), 1)
     trained_groups = (source.valid_count > 0) & ~split.test_groups
@@ -424,7 +480,7 @@ def train_streaming(model, datasets: Sequence[str | Path], cfg: TrainConfig, spl
         net.train()
         loss_sum, samples, batches = 0.0, 0, 0
         stop = False
-        for buffer in epoch_buffers(source, split, cfg, epoch, buffer_records):
+        for buffer in epoch_buffers(source, split, cfg, epoch, buffer_records, spill):
             if on_buffer is not None:
                 on_buffer(buffer)
             feats = featurize(buffer.dataset, model.normalizer)
@@ -461,9 +517,10 @@ def train_streaming(model, datasets: Sequence[str | Path], cfg: TrainConfig, spl
     model.net = net.eval()
     model.history = {"epochs": history, "best_epoch": best["epoch"], "best_valid_pca": best["valid_pca"],
                      "config": asdict(cfg), "world_size": 1, "streamed": True, "shuffle_buffer_records": buffer_records,
+                     "shuffle_buckets": spill.n_buckets if spill is not None else 0,
                      "split": split.description, "valid_sample_records": 0 if valid is None else len(valid)}
     return {"history": model.history, "split": split, "source": source, "train_ids": train_ids,
-            "trained_valid_records": trained, "seconds": time.perf_counter() - started_all}
+            "trained_valid_records": trained}
 
 
 def write_train_records(out: Path, split: StreamSplit, train_ids: np.ndarray, seconds: float,
@@ -509,5 +566,7 @@ def train_command(datasets: Sequence[str], kind: str, cfg: TrainConfig, out: Pat
     samples = sum(e["samples"] for e in result["history"]["epochs"])
     epoch_seconds = sum(e["seconds"] for e in result["history"]["epochs"])
     write_train_records(out, result["split"], result["train_ids"], seconds, samples / epoch_seconds if epoch_seconds else 0.0)
+    buckets = result["history"]["shuffle_buckets"]
+    spilled = f" (training rows shuffled through {buckets} group buckets on disk)" if buckets else ""
     return (f"{result['split'].description}; streamed {result['source'].records} records from disk, shuffle buffer "
-            f"{buffer_records} records; trained {kind} in {seconds:.1f} s; saved to {out}")
+            f"{buffer_records} records{spilled}; trained {kind} in {seconds:.1f} s; saved to {out}")
