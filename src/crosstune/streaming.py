@@ -439,7 +439,8 @@ def train_streaming(model, datasets: Sequence[str | Path], cfg: TrainConfig, spl
     n_buckets = spill_buckets(source, split, buffer_records)
     if spill_dir is None and checkpoint_dir is not None:
         spill_dir = Path(checkpoint_dir) / "shuffle-buckets"
-    spill = GroupBuckets(n_buckets, spill_dir) if n_buckets else None
+    # rows waiting to be written stay under half a buffer, however many buckets there are
+    spill = GroupBuckets(n_buckets, spill_dir, flush_rows=max(256, buffer_records // (2 * n_buckets))) if n_buckets else None
     try:
         result = _train(model, source, split, cfg, distributed.device_for(ctx, cfg.device), buffer_records,
                         checkpoint_dir, resume, progress, max_batches, on_buffer, spill)
