@@ -182,3 +182,25 @@ def test_a_buffer_holding_the_whole_training_set_reads_the_row_groups(tiny_datas
     seen, _, history = _buffers_of_two_epochs(tiny_dataset, buffer_records=100_000)
     assert history["shuffle_buckets"] == 0
     assert len(seen) == 2 * len(np.unique(seen))
+
+
+def test_group_buckets_keep_rows_whole_and_leave_other_files_alone(tmp_path):
+    import pyarrow as pa
+
+    from crosstune.shuffle_spill import GroupBuckets
+
+    (tmp_path / "notes.txt").write_text("the user's")
+    (tmp_path / "bucket-00001.parquet").write_text("a killed run's bucket")
+    buckets = GroupBuckets(3, tmp_path, flush_rows=2)
+    assert not (tmp_path / "bucket-00001.parquet").exists()  # replaced, not read
+    table = pa.table({"record_id": pa.array(range(10), pa.uint64()), "g": pa.array([0, 1, 2, 0, 1, 2, 0, 0, 2, 2])})
+    bucket = np.asarray(table.column("g"))  # one group per bucket here
+    buckets.add(table.slice(0, 5), bucket[:5])
+    buckets.add(table.slice(5), bucket[5:])
+    buckets.finish()
+    assert buckets.rows.tolist() == [4, 2, 4]
+    read = list(buckets.tables(np.array([2, 0, 1])))
+    assert [t.column("g").unique().to_pylist() for t in read] == [[2], [0], [1]]
+    assert read[1].column("record_id").to_pylist() == [0, 3, 6, 7]  # in input order
+    buckets.remove()
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]

@@ -28,21 +28,23 @@ import pyarrow.parquet as pq
 
 
 class GroupBuckets:
-    """``n_buckets`` Parquet files in ``folder`` (emptied first; default: a new temporary folder); rows
-    are appended per bucket in batches of up to ``flush_rows`` so that pending rows stay bounded
-    (``n_buckets * flush_rows``)."""
+    """``n_buckets`` Parquet files in ``folder`` (default: a new temporary folder); rows are appended
+    per bucket in batches of up to ``flush_rows`` so that pending rows stay bounded (``n_buckets *
+    flush_rows``). Bucket files an earlier (killed) run left in ``folder`` are replaced; nothing else
+    in it is touched."""
 
     def __init__(self, n_buckets: int, folder: str | Path | None = None, flush_rows: int = 8192):
         if n_buckets < 1:
             raise ValueError("n_buckets must be at least 1")
         self.n_buckets = n_buckets
         self.flush_rows = flush_rows
+        self._own_folder = folder is None
         if folder is None:
             self.folder = Path(tempfile.mkdtemp(prefix="crosstune-shuffle-"))
         else:
             self.folder = Path(folder)
-            shutil.rmtree(self.folder, ignore_errors=True)  # a killed run's buckets: written again below
-            self.folder.mkdir(parents=True)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._remove_files()  # a killed run's buckets: written again from the start
         self._writers: list[pq.ParquetWriter | None] = [None] * n_buckets
         self._pending: list[list[pa.Table]] = [[] for _ in range(n_buckets)]
         self._pending_rows = np.zeros(n_buckets, dtype=np.int64)
@@ -94,8 +96,20 @@ class GroupBuckets:
             if self.rows[b]:
                 yield pq.read_table(self.path(int(b)))
 
+    def _remove_files(self) -> None:
+        for path in self.folder.glob("bucket-*.parquet"):
+            path.unlink()
+
     def remove(self) -> None:
+        """Close and delete the bucket files, and the folder when it is empty (or was made here)."""
         for writer in self._writers:
             if writer is not None:
                 writer.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self._own_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            return
+        self._remove_files()
+        try:
+            self.folder.rmdir()
+        except OSError:  # the user's files are in it
+            pass
