@@ -9,10 +9,14 @@ against a buffer holding everything). Spilling the training rows once, each (tas
 bucket chosen by a seeded hash, makes every bucket a uniform random sample of the groups of the whole
 dataset, whatever its size; epochs then read buckets instead of row groups.
 
+The groups of one bucket share a buffer in every epoch (the hash does not change with the epoch), but
+buckets are about half a buffer, read in a new order every epoch, so which buckets meet changes.
+
 The spill costs one extra write and disk space of about the training rows' share of the dataset. The
 buckets are plain Parquet files in a scratch folder, removed when training ends; a killed run leaves
 them in its checkpoint folder, where the resumed run writes them again (the same content: the bucket
-of a group is a seeded hash).
+of a group is a seeded hash). Without a checkpoint folder they go to the system's temporary folder
+(``TMPDIR``), which a killed run leaves behind and which may be memory-backed (tmpfs).
 """
 
 from __future__ import annotations
@@ -27,16 +31,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-class GroupBuckets:
-    """``n_buckets`` Parquet files in ``folder`` (default: a new temporary folder); rows are appended
-    per bucket in batches of up to ``flush_rows`` so that pending rows stay bounded (``n_buckets *
-    flush_rows``). Bucket files an earlier (killed) run left in ``folder`` are replaced; nothing else
-    in it is touched."""
+MAX_BUCKETS = 256  # each bucket keeps a file open while the spill is written
 
-    def __init__(self, n_buckets: int, folder: str | Path | None = None, flush_rows: int = 8192):
-        if n_buckets < 1:
-            raise ValueError("n_buckets must be at least 1")
+
+class GroupBuckets:
+    """``n_buckets`` Parquet files of ``schema`` in ``folder`` (default: a new temporary folder); rows
+    are appended per bucket in row groups of up to ``flush_rows`` so that pending rows stay bounded
+    (``n_buckets * flush_rows``), and read back row group by row group. Bucket files an earlier
+    (killed) run left in ``folder`` are replaced; nothing else in it is touched."""
+
+    def __init__(self, n_buckets: int, schema: pa.Schema, folder: str | Path | None = None, flush_rows: int = 8192):
+        if not 1 <= n_buckets <= MAX_BUCKETS:
+            raise ValueError(f"n_buckets must be in [1, {MAX_BUCKETS}]")
         self.n_buckets = n_buckets
+        self.schema = schema
         self.flush_rows = flush_rows
         self._own_folder = folder is None
         if folder is None:
@@ -48,7 +56,6 @@ class GroupBuckets:
         self._writers: list[pq.ParquetWriter | None] = [None] * n_buckets
         self._pending: list[list[pa.Table]] = [[] for _ in range(n_buckets)]
         self._pending_rows = np.zeros(n_buckets, dtype=np.int64)
-        self._schema: pa.Schema | None = None
         self.rows = np.zeros(n_buckets, dtype=np.int64)
 
     def path(self, bucket: int) -> Path:
@@ -58,10 +65,8 @@ class GroupBuckets:
         """Append the rows of ``table`` to their buckets (``bucket``: one index per row)."""
         if not table.num_rows:
             return
-        if self._schema is None:
-            self._schema = table.schema
-        elif table.schema != self._schema:
-            table = table.cast(self._schema)
+        if table.schema != self.schema:
+            table = table.select(self.schema.names).cast(self.schema)
         order = np.argsort(bucket, kind="stable")  # keeps each bucket's rows in input order: deterministic
         sorted_bucket = bucket[order]
         starts = np.flatnonzero(np.r_[True, sorted_bucket[1:] != sorted_bucket[:-1]])
@@ -78,7 +83,7 @@ class GroupBuckets:
         if not self._pending[bucket]:
             return
         if self._writers[bucket] is None:
-            self._writers[bucket] = pq.ParquetWriter(self.path(bucket), self._schema)
+            self._writers[bucket] = pq.ParquetWriter(self.path(bucket), self.schema)
         self._writers[bucket].write_table(pa.concat_tables(self._pending[bucket]))
         self._pending[bucket], self._pending_rows[bucket] = [], 0
 
@@ -91,10 +96,13 @@ class GroupBuckets:
                 self._writers[b] = None
 
     def tables(self, order: np.ndarray) -> Iterator[pa.Table]:
-        """The buckets' rows, bucket by bucket in ``order`` (empty buckets skipped)."""
+        """The buckets' rows, bucket by bucket in ``order`` (empty buckets skipped), one row group at a
+        time: a bucket larger than the buffer is never whole in memory."""
         for b in order:
             if self.rows[b]:
-                yield pq.read_table(self.path(int(b)))
+                bucket = pq.ParquetFile(self.path(int(b)))
+                for index in range(bucket.num_row_groups):
+                    yield bucket.read_row_group(index)
 
     def _remove_files(self) -> None:
         for path in self.folder.glob("bucket-*.parquet"):
@@ -102,14 +110,20 @@ class GroupBuckets:
 
     def remove(self) -> None:
         """Close and delete the bucket files, and the folder when it is empty (or was made here)."""
-        for writer in self._writers:
-            if writer is not None:
-                writer.close()
-        if self._own_folder:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            return
-        self._remove_files()
         try:
-            self.folder.rmdir()
-        except OSError:  # the user's files are in it
-            pass
+            for b, writer in enumerate(self._writers):
+                if writer is not None:
+                    self._writers[b] = None
+                    try:
+                        writer.close()
+                    except OSError:  # e.g. the disk is full: the file goes anyway
+                        pass
+        finally:
+            if self._own_folder:
+                shutil.rmtree(self.folder, ignore_errors=True)
+            else:
+                self._remove_files()
+                try:
+                    self.folder.rmdir()
+                except OSError:  # the user's files are in it
+                    pass

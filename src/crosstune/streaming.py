@@ -53,7 +53,7 @@ from .metrics import validation_pca
 from .losses import LOSSES
 from .models.base import CHECKPOINT_DIRS
 from .splits import check_test_fraction, check_test_hardware, held_out_tasks
-from .shuffle_spill import GroupBuckets
+from .shuffle_spill import MAX_BUCKETS, GroupBuckets
 from .train import TrainConfig, _Checkpoint, optimizer_step, pack_batches, require_resolved, start_training
 
 STREAM_SPLITS = ("by-hardware", "by-task", "within-task")
@@ -61,6 +61,7 @@ DEFAULT_BUFFER = 200_000
 VALID_SAMPLE = 50_000  # validation records kept in memory for the per-epoch PCA
 AUTO_STREAM_RECORDS = 20_000_000  # `crosstune train` streams by itself above this many records
 _COLUMNS = [c for c in SCHEMA.names if c not in _NOT_LOADED]
+_SPILL_SCHEMA = pa.schema([SCHEMA.field(c) for c in _COLUMNS])
 TRAIN, VALID, TEST = 0, 1, 2
 
 
@@ -254,23 +255,24 @@ def make_stream_split(source: StreamSource, kind: str, seed: int, test_fraction:
     return StreamSplit(kind, description, test_groups, valid_groups, test_fraction, seed)
 
 
-def training_rows(table: pa.Table, group: np.ndarray, split: StreamSplit) -> np.ndarray:
+def training_mask(table: pa.Table, group: np.ndarray, split: StreamSplit) -> np.ndarray:
     """Bool per row: a valid measurement of the training split (what the epochs train on)."""
     latency = table.column("latency").to_numpy()
     valid = np.isfinite(latency) & (table.column("error_no").to_numpy() == 0)
     return (split.roles(table, group) == TRAIN) & valid
 
 
-def spill_buckets(source: StreamSource, split: StreamSplit, buffer_records: int) -> int:
+def spill_bucket_count(source: StreamSource, split: StreamSplit, buffer_records: int) -> int:
     """How many group buckets to spill the training rows into: 0 when one buffer holds them all (no
-    spill needed), else enough for about half a buffer each."""
+    spill needed), else enough for about half a buffer each (at most MAX_BUCKETS; a bucket larger than
+    the buffer is read in slices, each still a random sample of groups)."""
     trained_groups = ~split.test_groups & ~split.valid_groups
     expected = float(source.valid_count[trained_groups].sum())
     if split.kind == "within-task":
         expected *= 1.0 - split.test_fraction
     if expected <= buffer_records:
         return 0
-    return int(np.ceil(2 * expected / buffer_records))
+    return int(min(MAX_BUCKETS, np.ceil(2 * expected / buffer_records)))
 
 
 def _bucket_of(group: np.ndarray, n_buckets: int, seed: int) -> np.ndarray:
@@ -312,7 +314,7 @@ def _statistics(source: StreamSource, split: StreamSplit, seed: int, valid_sampl
             trained += int(np.count_nonzero(part.valid))
             train_ids.append(part.record_id)
         if spill is not None:
-            rows = np.flatnonzero(training_rows(table, group, split))
+            rows = np.flatnonzero(training_mask(table, group, split))
             spill.add(table.take(pa.array(rows)), _bucket_of(group[rows], spill.n_buckets, seed))
         valid_rows = np.flatnonzero((role == VALID) & (_hash01(table.column("record_id").to_numpy(), seed + 1)
                                                        < keep_fraction))
@@ -370,7 +372,7 @@ def _chunks(group: np.ndarray, rows: np.ndarray, rng: np.random.Generator, size:
 def _row_group_tables(source: StreamSource, split: StreamSplit, rng: np.random.Generator) -> Iterator[pa.Table]:
     for index in rng.permutation(len(source.row_groups)):
         table = source.read(source.row_groups[index])
-        yield table.filter(pa.array(training_rows(table, source.groups(table), split)))
+        yield table.filter(pa.array(training_mask(table, source.groups(table), split)))
 
 
 def epoch_buffers(source: StreamSource, split: StreamSplit, cfg: TrainConfig, epoch: int,
@@ -436,11 +438,12 @@ def train_streaming(model, datasets: Sequence[str | Path], cfg: TrainConfig, spl
     started_all = time.perf_counter()
     source = StreamSource.scan(datasets)
     split = make_stream_split(source, split_kind, cfg.seed, test_fraction, test_hardware)
-    n_buckets = spill_buckets(source, split, buffer_records)
+    n_buckets = spill_bucket_count(source, split, buffer_records)
     if spill_dir is None and checkpoint_dir is not None:
         spill_dir = Path(checkpoint_dir) / "shuffle-buckets"
-    # rows waiting to be written stay under half a buffer, however many buckets there are
-    spill = GroupBuckets(n_buckets, spill_dir, flush_rows=max(256, buffer_records // (2 * n_buckets))) if n_buckets else None
+    # rows waiting to be written: at most half a buffer, or 256 per bucket when the buffer is tiny
+    spill = (GroupBuckets(n_buckets, _SPILL_SCHEMA, spill_dir, flush_rows=max(256, buffer_records // (2 * n_buckets)))
+             if n_buckets else None)
     try:
         result = _train(model, source, split, cfg, distributed.device_for(ctx, cfg.device), buffer_records,
                         checkpoint_dir, resume, progress, max_batches, on_buffer, spill)
