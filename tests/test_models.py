@@ -105,6 +105,21 @@ def test_few_shot_fine_tuning_uses_only_the_sampled_target_records(tiny):
     assert set(outcome.history) == {"pretrain", "fine_tune"}
 
 
+def test_few_shot_records_weigh_up_in_the_trees(tiny):
+    split, few_shot = SplitOptions(kind="by-hardware", test_hardware=["v100"], target_fraction=0.05).make(tiny, 0)
+    small = {"n_estimators": 20, "max_depth": 4}
+    weighted = train_on_split(tiny, "xgb", split, few_shot, TrainConfig(architecture=small), progress=False)
+    info = weighted.history["few_shot"]
+    # 4 V100 tasks, 10 sampled programs each, against 800 K80 records (less the validation groups)
+    assert info["records"] == 40 and info["groups"] == 4
+    assert info["group_weight"] == pytest.approx((weighted.history["records"] - 40) / 40)
+    flat = train_on_split(tiny, "xgb", split, few_shot, TrainConfig(architecture={**small, "few_shot_weight": 1}),
+                          progress=False)
+    assert flat.history["few_shot"]["group_weight"] == 1.0
+    test = tiny.select(split.test)
+    assert not np.allclose(weighted.model.predict(test), flat.model.predict(test))
+
+
 def test_corrupt_or_foreign_model_directories_fail_clearly(trained, tmp_path):
     _, out = trained["crossfeat"]
     broken = tmp_path / "broken"

@@ -97,8 +97,9 @@ def train_on_split(ds: Dataset, kind: str, split: Split, few_shot: np.ndarray, c
     pretrain, fine_tune = (Path(out) / name for name in CHECKPOINT_DIRS) if out is not None else (None, None)
     fine_tunes = model.warm_starts
     if len(few_shot) and not fine_tunes:
-        history = model.fit(ds.select(np.union1d(fit_rows, few_shot)), ds.select(valid_rows),
-                            FitOptions(progress=progress))
+        rows = np.union1d(fit_rows, few_shot)
+        history = model.fit(ds.select(rows), ds.select(valid_rows),
+                            FitOptions(progress=progress, few_shot=np.isin(rows, few_shot)))
     else:
         history = model.fit(ds.select(fit_rows), ds.select(valid_rows),
                              FitOptions(progress=progress, checkpoint_dir=pretrain, resume=resume))

@@ -35,7 +35,9 @@ class FitOptions:
 
     ``warm_start`` continues from the model's current weights and normalisation (fine-tuning);
     ``epochs`` / ``lr`` replace the model's training schedule for this call only, so the model's saved
-    ``train`` config keeps describing how it was (pre-)trained."""
+    ``train`` config keeps describing how it was (pre-)trained. ``few_shot``: bool per training record,
+    True for the measured records of the unseen device that a model which trains once on everything
+    (the trees) is given next to the others, so that it can weigh them up."""
 
     progress: bool = True
     checkpoint_dir: Path | None = None
@@ -44,6 +46,7 @@ class FitOptions:
     warm_start: bool = False
     epochs: int | None = None
     lr: float | None = None
+    few_shot: Any = None  # np.ndarray of bool, one per training record
 
 
 class CostModel(ABC):

@@ -45,6 +45,11 @@ class XGBConfig:
     seed: int = 0
     threads: int = 0  # 0 = all cores
     device: str = "cpu"  # XGBoost's own: cpu, cuda, cuda:N
+    # Few-shot (records of the unseen device given with the others, `compare --target-fraction`): the
+    # weight of each of their (task, hardware) groups. 0 = as much weight in all as the other records
+    # together; 1 = no more than any group (before this setting: 1% or 5% of the target was drowned
+    # among 330k records and changed nothing, docs/BENCHMARKS.md).
+    few_shot_weight: float = 0.0
     # The hardware vector as features: set by the kind (`xgb+hw`), not by --arch. Models saved before
     # this setting existed were grown with it (see _read).
     use_hardware: bool = False
@@ -84,14 +89,28 @@ class XGBModel(CostModel):
         return np.concatenate([positional, counts, means, feats.op, feats.op_kind[:, None].astype(np.float32),
                                *hardware, feats.lengths[:, None]], axis=1)
 
-    def _matrix(self, ds: Dataset):
-        """(rows sorted so that query groups are contiguous, as XGBoost wants, and their DMatrix)."""
+    def _matrix(self, ds: Dataset, few_shot: np.ndarray | None = None):
+        """(rows sorted so that query groups are contiguous, as XGBoost wants, and their DMatrix);
+        with ``few_shot`` (bool per record of ``ds``), the groups of those records weighed up."""
         import xgboost
 
         rows = np.flatnonzero(ds.valid)
         rows = rows[np.argsort(ds.group[rows], kind="stable")]
         matrix = xgboost.DMatrix(self.features(ds.select(rows)), label=ds.labels()[rows], qid=ds.group[rows])
+        if few_shot is not None and few_shot[rows].any():
+            matrix.set_weight(self._group_weights(ds.group[rows], few_shot[rows]))
         return rows, matrix
+
+    def _group_weights(self, group: np.ndarray, few_shot: np.ndarray) -> np.ndarray:
+        """One weight per query group, in order (XGBoost's ranking objectives weigh groups, not rows)."""
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        target = few_shot[starts]
+        weight = self.config.few_shot_weight
+        if weight <= 0:  # the few-shot records weigh as much in all as the rest together
+            weight = max(1.0, np.count_nonzero(~few_shot) / np.count_nonzero(few_shot))
+        self.history["few_shot"] = {"records": int(np.count_nonzero(few_shot)), "groups": int(target.sum()),
+                                    "group_weight": float(weight)}
+        return np.where(target, weight, 1.0)
 
     def fit(self, train: Dataset, valid: Dataset | None = None, options: FitOptions | None = None) -> dict:
         import xgboost
@@ -106,7 +125,8 @@ class XGBModel(CostModel):
             raise CrosstuneError("the training split has fewer than two valid measurements")
         self.normalizer = Normalizer.fit(train)
         self._learn_hardware(train)
-        rows, matrix = self._matrix(train)
+        self.history = {}
+        rows, matrix = self._matrix(train, options.few_shot)
         params = {"objective": "rank:pairwise", "max_depth": self.config.max_depth, "eta": self.config.learning_rate,
                   "subsample": self.config.subsample, "tree_method": "hist", "seed": self.config.seed,
                   "lambdarank_pair_method": "mean", "lambdarank_num_pair_per_sample": self.config.pairs_per_program,
@@ -127,7 +147,7 @@ class XGBModel(CostModel):
         with _RoundsBar(self.config.n_estimators, options.progress) as bar:
             booster = xgboost.train(params, matrix, num_boost_round=self.config.n_estimators,
                                     callbacks=[bar.callback()], **early)
-        self.history = {"records": int(len(rows)), "rounds": booster.num_boosted_rounds(), **self.cropped(train)}
+        self.history.update({"records": int(len(rows)), "rounds": booster.num_boosted_rounds(), **self.cropped(train)})
         if early:
             best = int(booster.best_iteration)
             self.history.update({"best_round": best + 1, "best_valid_pca": float(booster.best_score)})
