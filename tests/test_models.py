@@ -118,6 +118,24 @@ def test_few_shot_records_weigh_up_in_the_trees(tiny):
     assert flat.history["few_shot"]["group_weight"] == 1.0
     test = tiny.select(split.test)
     assert not np.allclose(weighted.model.predict(test), flat.model.predict(test))
+    # the weights sit on the sampled groups, in the order of XGBoost's query groups
+    train = tiny.select(np.union1d(split.train, few_shot))
+    mask = np.isin(np.union1d(split.train, few_shot), few_shot)
+    rows, matrix = weighted.model._matrix(train, mask)
+    query_groups = np.unique(train.group[rows])
+    sampled_groups = np.unique(train.group[mask])
+    expected = np.where(np.isin(query_groups, sampled_groups), weighted.model.history["few_shot"]["group_weight"], 1.0)
+    assert np.array_equal(matrix.get_weight(), expected)
+
+
+def test_few_shot_records_sharing_a_group_with_training_records_are_not_weighed_up(tiny):
+    split, few_shot = SplitOptions(kind="within-task", test_fraction=0.2, target_fraction=0.1).make(tiny, 0)
+    outcome = train_on_split(tiny, "xgb", split, few_shot, TrainConfig(architecture={"n_estimators": 5}),
+                             progress=False)
+    info = outcome.history["few_shot"]
+    # every group holds sampled records; those whose other records went to validation hold only sampled ones
+    assert info["groups"] + info["mixed_groups"] == len(np.unique(tiny.group[few_shot]))
+    assert info["mixed_groups"] > info["groups"]
 
 
 def test_corrupt_or_foreign_model_directories_fail_clearly(trained, tmp_path):

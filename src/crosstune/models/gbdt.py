@@ -47,7 +47,7 @@ class XGBConfig:
     device: str = "cpu"  # XGBoost's own: cpu, cuda, cuda:N
     # Few-shot (records of the unseen device given with the others, `compare --target-fraction`): the
     # weight of each of their (task, hardware) groups. 0 = as much weight in all as the other records
-    # together; 1 = no more than any group (before this setting: 1% or 5% of the target was drowned
+    # together (with XGBoost 3's pair normalisation, where a group's pull grows with its size); 1 = no more than any group (before this setting: 1% or 5% of the target was drowned
     # among 330k records and changed nothing, docs/BENCHMARKS.md).
     few_shot_weight: float = 0.0
     # The hardware vector as features: set by the kind (`xgb+hw`), not by --arch. Models saved before
@@ -102,13 +102,18 @@ class XGBModel(CostModel):
         return rows, matrix
 
     def _group_weights(self, group: np.ndarray, few_shot: np.ndarray) -> np.ndarray:
-        """One weight per query group, in order (XGBoost's ranking objectives weigh groups, not rows)."""
+        """One weight per query group, in order (XGBoost's ranking objectives weigh groups, not rows).
+        Only groups made of few-shot records alone are weighed up: with a within-task split the sample
+        shares its groups with ordinary training records, and weighing such a group would weigh those too."""
         starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-        target = few_shot[starts]
+        sampled = np.add.reduceat(few_shot.astype(np.int64), starts)
+        sizes = np.diff(np.r_[starts, len(group)])
+        target = sampled == sizes
         weight = self.config.few_shot_weight
         if weight <= 0:  # the few-shot records weigh as much in all as the rest together
             weight = max(1.0, np.count_nonzero(~few_shot) / np.count_nonzero(few_shot))
         self.history["few_shot"] = {"records": int(np.count_nonzero(few_shot)), "groups": int(target.sum()),
+                                    "mixed_groups": int(np.count_nonzero((sampled > 0) & ~target)),
                                     "group_weight": float(weight)}
         return np.where(target, weight, 1.0)
 
@@ -180,6 +185,8 @@ class XGBModel(CostModel):
             model = cls(XGBConfig(**config["model"]))
         if "use_hardware" not in config["model"]:  # saved before xgb+hw existed: its trees read the vector
             model.config = replace(model.config, use_hardware=True)
+        if "few_shot_weight" not in config["model"]:  # saved before the weighting: trained unweighted
+            model.config = replace(model.config, few_shot_weight=1.0)
         model.normalizer = Normalizer.from_json(config.get("normalizer", {}))
         model._restore_hardware(config)
         model.history = config.get("history", {})
