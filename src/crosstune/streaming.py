@@ -255,11 +255,11 @@ def make_stream_split(source: StreamSource, kind: str, seed: int, test_fraction:
     return StreamSplit(kind, description, test_groups, valid_groups, test_fraction, seed)
 
 
-def training_mask(table: pa.Table, group: np.ndarray, split: StreamSplit) -> np.ndarray:
-    """Bool per row: a valid measurement of the training split (what the epochs train on)."""
+def training_mask(table: pa.Table, role: np.ndarray) -> np.ndarray:
+    """Bool per row: a valid measurement of the training split (what the epochs train on); ``role``
+    from ``StreamSplit.roles``."""
     latency = table.column("latency").to_numpy()
-    valid = np.isfinite(latency) & (table.column("error_no").to_numpy() == 0)
-    return (split.roles(table, group) == TRAIN) & valid
+    return (role == TRAIN) & np.isfinite(latency) & (table.column("error_no").to_numpy() == 0)
 
 
 def spill_bucket_count(source: StreamSource, split: StreamSplit, buffer_records: int) -> int:
@@ -314,7 +314,7 @@ def _statistics(source: StreamSource, split: StreamSplit, seed: int, valid_sampl
             trained += int(np.count_nonzero(part.valid))
             train_ids.append(part.record_id)
         if spill is not None:
-            rows = np.flatnonzero(training_mask(table, group, split))
+            rows = np.flatnonzero(training_mask(table, role))
             spill.add(table.take(pa.array(rows)), _bucket_of(group[rows], spill.n_buckets, seed))
         valid_rows = np.flatnonzero((role == VALID) & (_hash01(table.column("record_id").to_numpy(), seed + 1)
                                                        < keep_fraction))
@@ -372,7 +372,7 @@ def _chunks(group: np.ndarray, rows: np.ndarray, rng: np.random.Generator, size:
 def _row_group_tables(source: StreamSource, split: StreamSplit, rng: np.random.Generator) -> Iterator[pa.Table]:
     for index in rng.permutation(len(source.row_groups)):
         table = source.read(source.row_groups[index])
-        yield table.filter(pa.array(training_mask(table, source.groups(table), split)))
+        yield table.filter(pa.array(training_mask(table, split.roles(table, source.groups(table)))))
 
 
 def epoch_buffers(source: StreamSource, split: StreamSplit, cfg: TrainConfig, epoch: int,

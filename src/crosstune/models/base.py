@@ -11,9 +11,9 @@ import contextlib
 import copy
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np

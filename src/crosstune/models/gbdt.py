@@ -47,8 +47,9 @@ class XGBConfig:
     device: str = "cpu"  # XGBoost's own: cpu, cuda, cuda:N
     # Few-shot (records of the unseen device given with the others, `compare --target-fraction`): the
     # weight of each of their (task, hardware) groups. 0 = as much weight in all as the other records
-    # together (with XGBoost 3's pair normalisation, where a group's pull grows with its size); 1 = no more than any group (before this setting: 1% or 5% of the target was drowned
-    # among 330k records and changed nothing, docs/BENCHMARKS.md).
+    # together (with XGBoost 3's pair normalisation, where a group's pull grows with its size); 1 = no
+    # more than any group (before this setting: 1% or 5% of the target was drowned among 330k records
+    # and changed nothing, docs/BENCHMARKS.md).
     few_shot_weight: float = 0.0
     # The hardware vector as features: set by the kind (`xgb+hw`), not by --arch. Models saved before
     # this setting existed were grown with it (see _read).
