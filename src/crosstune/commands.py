@@ -440,10 +440,44 @@ def _split_study_args(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+@command("few-shot-study", "few-shot curves: each model as the unseen device measures k programs per task")
+def _few_shot_study_args(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("datasets", nargs="+", metavar="DATASET", help="dataset folders (made by crosstune import)")
+    p.add_argument("--test-hardware", required=True, metavar="NAME", help="the device to hold out and measure few-shot")
+    p.add_argument("--models", type=choice_list(MODELS), default=["xgb", "crossfeat", "nearest"], metavar="MODEL[,MODEL]",
+                   help="models, comma-separated (default: xgb,crossfeat,nearest)")
+    p.add_argument("--shots", default="0,16,64,256,all", metavar="K[,K]",
+                   help="points of the curve: programs per task (16), a share of each task (5%%), or all "
+                        "(the within-device 90/10 ceiling); default: %(default)s")
+    _add_train_args(p)
+    p.add_argument("--seeds", type=POSITIVE_INT, default=1, help="repeat with seeds seed..seed+N-1 (mean and spread)")
+    p.add_argument("--out", default="few-shot-study", metavar="STUDY_DIR", help="folder for the JSON, CSV and plot")
+    p.add_argument("--resume", action="store_true", help="reuse the points an interrupted run saved in STUDY_DIR")
+    _add_overwrite(p, "few-shot study")
+
+    def run(args: argparse.Namespace) -> int:
+        from pathlib import Path
+
+        from .fewshot_study import few_shot_study, parse_shots
+        from .outputs import claim_folder
+
+        shots = parse_shots(args.shots)
+        _check_model_options(args, args.models)
+        out = claim_folder(args.out, "few-shot-study", overwrite=args.overwrite, resume=args.resume, resumable=True,
+                           inputs=tuple(args.datasets))
+        with out:
+            few_shot_study(args.datasets, args.test_hardware, args.models, shots, Path(args.out),
+                           lambda kind: _train_config(args, kind), args.seeds, args.resume, args.command_line,
+                           progress=not args.quiet)
+        print(f"results in {args.out}/ (crosstune report {args.out} makes an HTML page)")
+        return 0
+    return run
+
+
 @command("report", "an HTML page of a study, benchmark, demo, comparison or tuning folder")
 def _report_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("directory", metavar="DIR", help="a folder written by demo, compare --out, prune-study, "
-                                                    "split-study, bench, tune or tune-compare")
+                                                    "split-study, few-shot-study, bench, tune or tune-compare")
 
     def run(args: argparse.Namespace) -> int:
         from pathlib import Path

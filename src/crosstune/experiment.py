@@ -63,15 +63,32 @@ class TrainOutcome:
     history: dict
 
 
-def _fine_tune_options(model: CostModel, checkpoint: Path | None, resume: bool, progress: bool) -> FitOptions:
+# Fine-tuning passes over this many samples when the few-shot set is large (see _fine_tune_options).
+FINE_TUNE_SAMPLES = 100_000
+
+
+def _fine_tune_options(model: CostModel, records: int, checkpoint: Path | None, resume: bool,
+                       progress: bool) -> FitOptions:
     # The few-shot set is small (5% of the K80 -> V100 target is ~9 batches an epoch), so fine-tuning
     # needs many short epochs to take enough steps; a lower rate keeps what pre-training learned, and
     # best-epoch selection on held-out target tasks stops it overfitting. Measured, crossfeat, 3 seeds:
     # 20 epochs at lr/2 gave PCA 0.756 / top-5 0.962 against 0.741 / 0.955 for epochs//3 at lr/4.
+    # A large set (hundreds of programs of every task) needs no more passes than pre-training took:
+    # 20 epochs of it would cost more than pre-training itself, so the 20 shrink to ~FINE_TUNE_SAMPLES.
     # The schedule is this fit's option: the model's own train config keeps describing pre-training.
     cfg = model.train_config
+    epochs = max(cfg.epochs, min(20, -(-FINE_TUNE_SAMPLES // max(1, records))))
     return FitOptions(progress=progress, checkpoint_dir=checkpoint, resume=resume, warm_start=True,
-                      epochs=max(20, cfg.epochs), lr=cfg.lr / 2)
+                      epochs=epochs, lr=cfg.lr / 2)
+
+
+def fine_tune(model: CostModel, ds: Dataset, few_shot: np.ndarray, seed: int, checkpoint: Path | None = None,
+              resume: bool = False, progress: bool = True) -> dict:
+    """Continue training ``model`` (one that warm-starts) on the ``few_shot`` records of ``ds``, with
+    best-epoch selection on held-out groups of them; returns the fit's history."""
+    rows, valid = holdout_groups(ds, few_shot, VALID_FRACTION, seed)
+    return model.fit(ds.select(rows), ds.select(valid if len(valid) else rows),
+                     _fine_tune_options(model, len(rows), checkpoint, resume, progress))
 
 
 def fit_model(kind: str, train: Dataset, cfg: TrainConfig, progress: bool = False) -> tuple[CostModel, float]:
@@ -94,7 +111,7 @@ def train_on_split(ds: Dataset, kind: str, split: Split, few_shot: np.ndarray, c
     model = create_model(kind, cfg)
     fit_rows, valid_rows = holdout_groups(ds, split.train, VALID_FRACTION, cfg.seed)
     started = time.perf_counter()
-    pretrain, fine_tune = (Path(out) / name for name in CHECKPOINT_DIRS) if out is not None else (None, None)
+    pretrain, fine_tune_dir = (Path(out) / name for name in CHECKPOINT_DIRS) if out is not None else (None, None)
     fine_tunes = model.warm_starts
     if len(few_shot) and not fine_tunes:
         rows = np.union1d(fit_rows, few_shot)
@@ -104,10 +121,8 @@ def train_on_split(ds: Dataset, kind: str, split: Split, few_shot: np.ndarray, c
         history = model.fit(ds.select(fit_rows), ds.select(valid_rows),
                              FitOptions(progress=progress, checkpoint_dir=pretrain, resume=resume))
     if len(few_shot) and fine_tunes:
-        fine_rows, fine_valid = holdout_groups(ds, few_shot, VALID_FRACTION, cfg.seed)
-        tuned = model.fit(ds.select(fine_rows), ds.select(fine_valid if len(fine_valid) else fine_rows),
-                          _fine_tune_options(model, fine_tune, resume, progress))
-        history = {"pretrain": history, "fine_tune": tuned}
+        history = {"pretrain": history, "fine_tune": fine_tune(model, ds, few_shot, cfg.seed, fine_tune_dir, resume,
+                                                               progress)}
     seconds = time.perf_counter() - started
     epochs = len(history.get("pretrain", history).get("epochs", [])) or 1
     trained = int(ds.valid[fit_rows].sum()) * epochs

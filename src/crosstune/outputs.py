@@ -70,6 +70,7 @@ KINDS: dict[str, tuple[Callable[[Path], bool], str]] = {
     "compare": (_has("compare.json", "seed*/*/config.json"), "a model comparison"),
     "prune-study": (_has("prune-study.json", "prune-study.csv"), "a pruning study"),
     "split-study": (_has("split-study.json", "split-study.csv"), "a split study"),
+    "few-shot-study": (_has("few-shot-study.json", "few-shot-study.csv"), "a few-shot study"),
     "bench": (_has("bench-summary.json", "bench-p*.json", "run-*.log"), "a benchmark"),
     "collection": (_has("collection.json"), "a measurement collection"),
     "tune-compare": (_has("tune-compare.json", "pretrain.json", "*/state.json", "crossfeat-model"), "a tuning comparison"),

@@ -362,6 +362,33 @@ def split_study_section(directory: Path) -> tuple[str, str]:
     return "Split-strategy study", "\n".join(parts)
 
 
+def few_shot_study_section(directory: Path) -> tuple[str, str]:
+    path = directory / "few-shot-study.json"
+    data = _load_json(path)
+    try:
+        rows, hardware, share = data["summary"], data["test_hardware"], data["test_share"]
+    except (KeyError, TypeError) as err:
+        raise _missing(path, err.args[0] if err.args else "summary") from None
+    shown = [{"model": r["model"], "shots": r["shot"], "programs_per_task": r["programs_per_task"],
+              **{m: f"{r[m]:.3f} ± {r[m + '_std']:.3f}" for m in ("pca", "top1", "top5")},
+              "top1_mean": r["top1_mean"], "floor": f"{r['floor_top1']:.3f} / {r['floor_top5']:.3f}", "seeds": r["seeds"]}
+             for r in rows]
+    columns = ["model", "shots", "programs_per_task", "pca", "top1", "top5", "top1_mean", "floor", "seeds"]
+    labels = {c: column_label(c, columns) for c in columns}
+    labels.update({"shots": "measured", "programs_per_task": "programs per task",
+                   "floor": "random floor top-1 / top-5 (Σ)"})
+    parts = [f"<p class=\"lead\">How fast each model catches up with <b>{esc(hardware)}</b>'s own ranking as the user "
+             f"measures programs of every task on it. Every point is scored on the same {share:.0%} of each "
+             f"{esc(hardware)} task; \"all\" gives the model the whole rest (the within-device ceiling), \"0\" is "
+             "zero-shot transfer from the other devices.</p>"]
+    if data.get("complete") is False:
+        parts.insert(0, "<p><b>Incomplete:</b> the study was stopped before every point finished.</p>")
+    parts += [table(shown, columns, labels), f'<p class="legend">{esc(LEGEND)}</p>',
+              figure(directory, "few-shot-study.png", "PCA and Σ top-1 against measured programs per task"),
+              reproduce(data.get("command"))]
+    return "Few-shot study", "\n".join(parts)
+
+
 def generic_section(title: str, name: str, stem: str):
     """Benchmarks and tuning runs: their scalar results as a two-column table, their row lists as tables."""
     def render(directory: Path) -> tuple[str, str]:
@@ -385,6 +412,7 @@ _SECTIONS = (
     ("compare.json", compare_section),
     ("prune-study.csv", prune_study_section),
     ("split-study.csv", split_study_section),
+    ("few-shot-study.json", few_shot_study_section),
     ("bench-summary.json", generic_section("Training benchmark (MLPerf HPC style)", "bench-summary.json", "bench")),
     ("tune-compare.json", generic_section("Tuning comparison", "tune-compare.json", "tune-compare")),
     ("tune.json", generic_section("Tuning run", "tune.json", "tune")),

@@ -179,3 +179,44 @@ def sample_per_group(ds: Dataset, index: np.ndarray, fraction: float, seed: int)
     rank = rank_in_run(groups)
     keep = rank < np.repeat(np.maximum(1, np.round(sizes * fraction)).astype(int), sizes)
     return np.sort(shuffled[keep])
+
+
+@dataclass(frozen=True)
+class TargetDraw:
+    """One seeded order of each (task, hardware) group of the unseen device's records, for few-shot
+    curves: the last ``test_share`` of every group is the common test set, and the first k of the rest
+    are the k measured programs of that task. The samples are nested (16 programs are the first 16 of
+    the 64) and every point of a curve is scored on the same test records."""
+
+    rows: np.ndarray  # the target's record indices, group by group, each group in its drawn order
+    rank: np.ndarray  # per row: its position within its group's order
+    size: np.ndarray  # per row: its group's size
+    pool: np.ndarray  # per row: how many records of its group may be given (the size less the test share)
+
+    @property
+    def test(self) -> np.ndarray:
+        return np.sort(self.rows[self.rank >= self.pool])
+
+    def per_task(self, programs: int) -> np.ndarray:
+        """Up to ``programs`` records of every group (fewer where its pool is smaller)."""
+        return np.sort(self.rows[self.rank < np.minimum(programs, self.pool)])
+
+    def share(self, fraction: float) -> np.ndarray:
+        """``fraction`` of every group's records (at least one; at most its pool)."""
+        wanted = np.maximum(1, np.round(self.size * fraction)).astype(np.int64)
+        return np.sort(self.rows[self.rank < np.minimum(wanted, self.pool)])
+
+
+def draw_target(ds: Dataset, index: np.ndarray, test_share: float, seed: int) -> TargetDraw:
+    """Order every group of ``index`` at random (seeded) and keep ``test_share`` of each (at least one
+    record) as the common test set."""
+    if not 0.0 < test_share < 1.0:
+        raise CrosstuneError(f"test share must be in (0, 1), not {test_share}")
+    rng = np.random.default_rng(seed + 15485863)
+    shuffled = index[rng.permutation(len(index))]
+    rows = shuffled[np.argsort(ds.group[shuffled], kind="stable")]
+    groups = ds.group[rows]
+    starts, ends = run_bounds(groups)
+    sizes = np.repeat(ends - starts, ends - starts)
+    n_test = np.maximum(1, np.round(sizes * test_share)).astype(np.int64)
+    return TargetDraw(rows, rank_in_run(groups), sizes, sizes - n_test)
