@@ -25,6 +25,19 @@ def ds(small_dataset):
     return load_dataset([small_dataset])
 
 
+def test_prune_study_resume_from_the_command_line(tmp_path, tiny_dataset, capsys):
+    # --resume continues the study; it is not xgb's (absent) training resume, which the CLI refused before
+    argv = ["prune-study", str(tiny_dataset), "--test-hardware", "v100", "--model", "xgb", "--keep", "1.0,0.5",
+            "--strategies", "random", "--out", str(tmp_path / "study")]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(argv + ["--resume"]) == 0
+    assert "reused" in capsys.readouterr().out
+    assert main(["train", str(tiny_dataset), "--model", "xgb", "--test-hardware", "v100", "--resume",
+                 "--out", str(tmp_path / "m")]) == 2
+    assert "--resume does not apply to xgb" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("keep", [0.3, 0.8])
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))

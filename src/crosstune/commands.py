@@ -171,10 +171,10 @@ def _train_config(args: argparse.Namespace, kind: str):
                                                      if k in architecture_settings(kind)}, **given)
 
 
-def _check_model_options(args: argparse.Namespace, kinds: list[str]) -> None:
+def _check_model_options(args: argparse.Namespace, kinds: list[str], study: bool = False) -> None:
     """Before any data is read: refuse --arch settings that no model of the run has or values a model
     cannot take, and training options no model of the run honours; name the models that do not use
-    an option the others do."""
+    an option the others do. In a study (``study``), --resume continues the study, not a training."""
     import sys
 
     from .errors import CrosstuneError
@@ -189,7 +189,7 @@ def _check_model_options(args: argparse.Namespace, kinds: list[str]) -> None:
         raise CrosstuneError(f"--arch: {', '.join(bad)} is not a setting of {', '.join(kinds)}; "
                              f"settings: {', '.join(sorted(known))}")
     for option in _TRAINING_OPTIONS:
-        if getattr(args, option, None) in (None, False):
+        if getattr(args, option, None) in (None, False) or (study and option == "resume"):
             continue
         users = [kind for kind in kinds if option in training_options(kind)]
         if not users:
@@ -396,7 +396,7 @@ def _prune_study_args(p: argparse.ArgumentParser) -> Handler:
         from .outputs import claim_folder
         from .studies import parse_keeps, prune_study
 
-        _check_model_options(args, [args.model])
+        _check_model_options(args, [args.model], study=True)
         args.epochs = args.epochs or 6
         keeps = parse_keeps(",".join(args.keep))
         out = claim_folder(args.out, "prune-study", overwrite=args.overwrite, resume=args.resume, resumable=True,
@@ -462,7 +462,7 @@ def _few_shot_study_args(p: argparse.ArgumentParser) -> Handler:
         from .outputs import claim_folder
 
         shots = parse_shots(args.shots)
-        _check_model_options(args, args.models)
+        _check_model_options(args, args.models, study=True)
         out = claim_folder(args.out, "few-shot-study", overwrite=args.overwrite, resume=args.resume, resumable=True,
                            inputs=tuple(args.datasets))
         with out:
