@@ -193,6 +193,8 @@ def few_shot_study(datasets: Sequence[str], test_hardware: str, kinds: Sequence[
                 "complete": complete, "command": command, "points": chosen,
                 "summary": summarize(chosen, kinds, shots), "seconds": time.perf_counter() - started}
         write_json(out / JSON_NAME, data)
+        write_csv(out / CSV_NAME, data["summary"])
+        plot_few_shot(data["summary"], out / PNG_NAME, test_hardware)
         return data
 
     for seed in seed_list:
@@ -213,8 +215,6 @@ def few_shot_study(datasets: Sequence[str], test_hardware: str, kinds: Sequence[
                          f"PCA {point['pca']:.4f}, top-1 (Σ) {point['top1']:.4f} (floor {point['floor_top1']:.4f}), "
                          f"{seconds:.0f} s")
     data = save(complete=True)
-    write_csv(out / CSV_NAME, data["summary"])
-    plot_few_shot(data["summary"], out / PNG_NAME, test_hardware)
     print_fn(summary_table(data["summary"]))
     print_fn("top-k = TLP's Σ form (Σ best / Σ chosen over tasks); floor = its exact random floor on the same "
              f"test records ({TEST_SHARE:.0%} of each {test_hardware} task); top-1 mean = mean of per-task ratios")
