@@ -251,8 +251,12 @@ def plot_few_shot(rows: list[dict], path: Path, test_hardware: str) -> None:
     if rows:
         floor = float(np.mean([r["floor_top1"] for r in rows]))
         axes[1].axhline(floor, color="grey", linestyle=":", label=f"random floor ({floor:.3f})")
+    ticks = sorted({round(r["programs_per_task"]) for r in rows})
     for ax, label in zip(axes, ("PCA", "top-1 (Σ)")):
-        ax.set_xscale("symlog", linthresh=1)
+        ax.set_xscale("symlog", linthresh=1)  # linear around 0 (zero-shot), logarithmic beyond
+        if ticks:
+            ax.set_xlim(-0.4, max(ticks) * 1.4 + 1)
+            ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.set_xlabel("measured programs per task of the held-out device")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
