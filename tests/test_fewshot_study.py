@@ -76,7 +76,8 @@ def _study(tmp_path, dataset, *extra):
 
 
 def test_study_curves_resume_and_report(tmp_path, small_dataset, capsys):
-    assert _study(tmp_path, small_dataset, "--models", "xgb,nearest") == 0
+    trees = ("--models", "xgb,nearest", "--arch", "n_estimators=100")  # fewer trees: a faster test
+    assert _study(tmp_path, small_dataset, *trees) == 0
     data = json.loads((tmp_path / "study" / "few-shot-study.json").read_text())
     assert data["complete"] and len(data["points"]) == 6
     point = {(p["model"], p["shot"]): p for p in data["points"]}
@@ -91,12 +92,12 @@ def test_study_curves_resume_and_report(tmp_path, small_dataset, capsys):
     assert "top-1 (Σ)" in capsys.readouterr().out
 
     # a second seed reuses the first seed's points; different settings are refused
-    assert _study(tmp_path, small_dataset, "--models", "xgb,nearest", "--seeds", "2", "--resume") == 0
+    assert _study(tmp_path, small_dataset, *trees, "--seeds", "2", "--resume") == 0
     out = capsys.readouterr().out
     assert "reusing 6 points" in out and len(re.findall(r"^seed 1 ", out, re.M)) == 6 and "seed 0 " not in out
     again = json.loads((tmp_path / "study" / "few-shot-study.json").read_text())
     assert again["points"][:6] == data["points"] and len(again["points"]) == 12
-    assert _study(tmp_path, small_dataset, "--models", "xgb", "--resume", "--arch", "n_estimators=20") == 2
+    assert _study(tmp_path, small_dataset, "--models", "xgb", "--resume", "--arch", "n_estimators=20") == 2  # not 100
     assert "different study" in capsys.readouterr().err
 
     page = write_report(tmp_path / "study").read_text()
