@@ -14,8 +14,6 @@ few-shot-study.png (PCA and Σ top-1 against measured programs per task).
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import tempfile
 import time
@@ -25,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import write_text
 from .dataset import Dataset, load_dataset
 from .errors import CrosstuneError
 from .experiment import fine_tune, predict_in_chunks, train_on_split
@@ -34,6 +31,7 @@ from .models import CostModel, create_model, load_model
 from .plotting import pyplot, save_figure
 from .reporting import write_json
 from .splits import Split, TargetDraw, draw_target, make_split
+from .studies import write_csv
 from .tables import format_table
 from .train import TrainConfig
 
@@ -114,17 +112,12 @@ def _trained(ds: Dataset, kind: str, split: Split, draw: TargetDraw, shots: Sequ
             yield shot, sample, model, pretrained.seconds + time.perf_counter() - started
 
 
-def _point(seed: int, kind: str, shot: Shot, sample: np.ndarray, draw: TargetDraw, ds: Dataset, overall: dict,
+def _point(seed: int, kind: str, shot: Shot, sample: np.ndarray, draw: TargetDraw, overall: dict,
            seconds: float) -> dict:
-    groups = ds.group[draw.rows]
-    tasks = len(np.unique(groups))
-    given = np.bincount(np.searchsorted(np.unique(groups), ds.group[sample]), minlength=tasks) if len(sample) else \
-        np.zeros(tasks, dtype=np.int64)
-    capped = 0
-    if shot.programs is not None:
-        pool_per_group = np.maximum.reduceat(draw.pool, np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]]))
-        capped = int(np.count_nonzero(pool_per_group < shot.programs))
-    return {"seed": seed, "model": kind, "shot": shot.label, "programs_per_task": float(given.mean()),
+    starts = np.flatnonzero(draw.rank == 0)  # each group's first row
+    tasks = len(starts)
+    capped = int(np.count_nonzero(draw.pool[starts] < shot.programs)) if shot.programs is not None else 0
+    return {"seed": seed, "model": kind, "shot": shot.label, "programs_per_task": len(sample) / tasks,
             "given_records": int(len(sample)), "tasks": tasks, "tasks_capped": capped,
             "test_records": int(len(draw.test)), "train_seconds": seconds,
             **{m: overall[m] for m in METRICS}, **{f"floor_{m}": overall["random"][m] for m in FLOORS}}
@@ -208,7 +201,7 @@ def few_shot_study(datasets: Sequence[str], test_hardware: str, kinds: Sequence[
             for shot, sample, model, seconds in _trained(ds, kind, split, draw, todo, replace(configs[kind], seed=seed),
                                                          progress):
                 overall = evaluate(test, predict_in_chunks(model, test))["overall"]
-                point = _point(seed, kind, shot, sample, draw, ds, overall, seconds)
+                point = _point(seed, kind, shot, sample, draw, overall, seconds)
                 points[(seed, kind, shot.label)] = point
                 save(complete=False)  # a stopped study keeps every finished point
                 print_fn(f"seed {seed} {kind:14s} {shot.label:>5s}: {point['programs_per_task']:6.1f} programs/task, "
@@ -228,15 +221,6 @@ def summary_table(rows: list[dict]) -> str:
              for r in rows]
     return format_table(("model", "shots", "programs/task", "PCA", "top-1 (Σ)", "top-5 (Σ)", "top-1 mean",
                          "floor top-1 / top-5 (Σ)", "seeds"), cells)
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    text = io.StringIO(newline="")
-    if rows:
-        writer = csv.DictWriter(text, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    write_text(path, text.getvalue())
 
 
 def plot_few_shot(rows: list[dict], path: Path, test_hardware: str) -> None:

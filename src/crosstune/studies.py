@@ -93,12 +93,12 @@ def prune_study(datasets: Sequence[str], test_hardware: Sequence[str], model_kin
             print_fn(f"{strategy:16s} keep {keep:.2f}: {round(records)} records, PCA {score['pca']:.4f} ± "
                      f"{score['pca_std']:.4f}, top-5 {score['top5']:.4f}, {score['train_seconds']:.0f} s")
             # a study cut short keeps the points it finished (and --resume continues from them)
-            _write_csv(out / "prune-study.csv", rows)
+            write_csv(out / "prune-study.csv", rows)
             write_json(out / "prune-study.json", {**settings, "complete": False, "rows": rows})
     best = best_reduction(rows, full["pca"])
     summary = {**settings, "complete": True, "full": full, "rows": rows, "best": best,
                "seconds": time.perf_counter() - started}
-    _write_csv(out / "prune-study.csv", rows)
+    write_csv(out / "prune-study.csv", rows)
     write_json(out / "prune-study.json", summary)
     plot_prune_study(rows, full, out / "prune-study.png", model_kind, test_hardware)
     if best:
@@ -136,11 +136,13 @@ def best_reduction(rows: list[dict], full_pca: float) -> dict | None:
     return min(good, key=lambda r: (r["kept_fraction"], -r["pca"])) if good else None
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """``rows`` (dicts with the same keys) as a CSV file with a header, written atomically."""
     text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
+    if rows:
+        writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
     write_text(path, text.getvalue())
 
 
@@ -206,7 +208,7 @@ def split_study(datasets: Sequence[str], model_kind: str, out: Path, test_hardwa
     for note in skipped:
         print_fn(f"skipped: {note}")
     summary = {"model": model_kind, "rows": rows, "skipped": skipped}
-    _write_csv(out / "split-study.csv", rows)
+    write_csv(out / "split-study.csv", rows)
     write_json(out / "split-study.json", summary)
     plot_split_study(rows, out / "split-study.png", model_kind)
     return summary
