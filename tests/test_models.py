@@ -282,3 +282,48 @@ def test_cropping_is_counted(trained, tiny, split):
     saved = json.loads((trained["tlp"][1] / "config.json").read_text())["history"]  # of the fit rows
     assert saved["max_steps"] == 40 and 0 <= saved["cropped_programs"] <= model.cropped(train)["cropped_programs"]
     assert trained["crossfeat"][0].model.cropped(train) == {}
+
+
+def test_flat_by_position_lays_out_each_position_and_pads_or_crops():
+    import torch
+
+    from crosstune import tokens
+    from crosstune.models.crossfeat import flat_by_position
+
+    args = torch.arange(2 * 3 * tokens.NUM_ARGS, dtype=torch.float32).reshape(2, 3, tokens.NUM_ARGS) + 1
+    mask = torch.tensor([[True, True, True], [True, False, False]])  # the second program has one token
+    width = tokens.NUM_ARGS + 1
+    flat = flat_by_position(args, mask, 4).reshape(2, 4, width)
+    assert torch.equal(flat[0, :3, :-1], args[0]) and flat[0, :3, -1].tolist() == [1, 1, 1]
+    assert flat[0, 3].abs().sum() == 0  # padded past the longest program
+    assert torch.equal(flat[1, 0, :-1], args[1, 0]) and flat[1, 1:].abs().sum() == 0  # padding stays zero
+    assert torch.equal(flat_by_position(args, mask, 2).reshape(2, 2, width), flat[:, :2])  # cropped
+
+
+def test_architecture_switches_read_words_and_refuse_others():
+    from crosstune.models.registry import model_config
+    from crosstune.models.crossfeat import CrossFeatConfig
+
+    assert model_config(CrossFeatConfig, {"category_scaled_args": "false"}, "crossfeat").category_scaled_args is False
+    assert model_config(CrossFeatConfig, {"category_scaled_args": "on"}, "crossfeat").category_scaled_args is True
+    with pytest.raises(CrosstuneError, match="not a valid bool"):
+        model_config(CrossFeatConfig, {"category_scaled_args": "maybe"}, "crossfeat")
+
+
+def test_factor_twos_count_powers_of_two_of_whole_factors_only():
+    from crosstune import tokens
+    from crosstune.features import MAX_TWOS, factor_twos
+
+    n_kinds = len(tokens.KINDS)
+    identity = Normalizer(np.zeros((n_kinds, tokens.NUM_ARGS), np.float32), np.ones((n_kinds, tokens.NUM_ARGS), np.float32),
+                          np.zeros(1), np.ones(1), np.zeros(1), np.ones(1), np.ones(n_kinds, bool))
+    factors = [1, 3, 8, 12, 96, 1024]
+    split = tokens.split_args(0.0, 0.0, 96, factors[:4], 5)  # log2 of 96 and of four inner factors
+    args = np.array([split, tokens.split_args(0.0, 0.0, 1024, factors[4:], 3)], np.float32)
+    kinds = np.full(2, tokens.KIND_ID["split"])
+    twos = factor_twos(kinds, args, identity)
+    assert twos.dtype == np.uint8
+    assert twos[0].tolist() == [0, 0, 5, 0, 0, 0, 3, 2]  # stage, iter: not factors; n_parts=5: not a log2 slot
+    assert twos[1].tolist() == [0, 0, MAX_TWOS, 0, 5, MAX_TWOS, 0, 0]  # 1024 = 2^10, capped
+    fused = np.array([[0.0, 3.0, 0.5, 0, 0, 0, 0, 0]], np.float32)  # fuse has no log2 slot; 2^0.5 is not whole
+    assert factor_twos(np.array([tokens.KIND_ID["fuse"]]), fused, identity).tolist() == [[0] * tokens.NUM_ARGS]

@@ -567,6 +567,8 @@ def add_descriptors(specs: dict[str, HardwareSpec], root: Path, manifest: dict) 
 def load_dataset(paths: Sequence[str | os.PathLike], hardware: Sequence[str] | None = None) -> Dataset:
     """Load one or more dataset directories into one model-ready Dataset (optionally only some
     hardware). Records present in several datasets are kept once."""
+    if isinstance(paths, (str, os.PathLike)):  # one folder; iterating a str would give its characters
+        paths = [paths]
     if not paths:
         raise CrosstuneError("no dataset given")
     tables, specs, sources = [], {}, []

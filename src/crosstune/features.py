@@ -9,7 +9,7 @@ machine lands on a scale the model knows even when training saw one hardware onl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -103,6 +103,8 @@ class Features:
     summary: np.ndarray  # float32 (n, SUMMARY_FEATURES): count and mean arguments per primitive kind
     unseen_kind_tokens: int
     nonfinite_values: int
+    normalizer: "Normalizer | None" = None  # what ``args`` were normalised with (to recover raw values)
+    _twos: np.ndarray | None = field(default=None, repr=False)  # cache of padded_twos
 
     def __len__(self) -> int:
         return len(self.op)
@@ -128,6 +130,17 @@ class Features:
             return kinds, cats, args, mask, np.where(mask, self.ordinal[gather], 0)
         return kinds, cats, args, mask
 
+    def padded_twos(self, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """float32 (rows, width, NUM_ARGS) in [0, 1]: :func:`factor_twos` of the tokens that ``padded``
+        gave with this ``mask``, zeros at padding. Computed for all tokens on first use and kept."""
+        if self._twos is None:
+            if self.normalizer is None:
+                raise ValueError("factor powers of two need the normaliser the features were made with")
+            self._twos = factor_twos(self.kinds, self.args, self.normalizer)
+        positions = np.arange(mask.shape[1])
+        gather = np.where(mask, self.offsets[rows][:, None] + positions[None, :], 0)
+        return np.where(mask[..., None], self._twos[gather], 0).astype(np.float32) / MAX_TWOS
+
 
 def featurize(ds: Dataset, norm: Normalizer) -> Features:
     kinds = ds.kinds.astype(np.int64)
@@ -144,10 +157,31 @@ def featurize(ds: Dataset, norm: Normalizer) -> Features:
     args = args.astype(np.float32)
     return Features(ds.offsets, kinds, cats, args, ds.op_kind.astype(np.int64),
                     op.astype(np.float32), hw.astype(np.float32), kind_ordinals(ds.offsets, kinds),
-                    program_summary(ds.offsets, kinds, args), int(unseen.sum()), nonfinite)
+                    program_summary(ds.offsets, kinds, args), int(unseen.sum()), nonfinite, norm)
 
 
 SUMMARY_FEATURES = len(tokens.KINDS) * (1 + tokens.NUM_ARGS)
+
+# Which argument slots of each kind hold log2 of an extent or factor (tokens.ARG_LAYOUT).
+LOG2_SLOTS = np.zeros((len(tokens.KINDS), tokens.NUM_ARGS), dtype=bool)
+for _kind, _names in tokens.ARG_LAYOUT.items():
+    for _slot, _name in enumerate(_names):
+        LOG2_SLOTS[tokens.KIND_ID[_kind], _slot] = _name.startswith("log2_")
+MAX_TWOS = 6
+
+
+def factor_twos(kinds: np.ndarray, normalised_args: np.ndarray, norm: Normalizer) -> np.ndarray:
+    """For every log2 slot of every token (tokens, NUM_ARGS), how many times 2 divides the factor,
+    capped at MAX_TWOS; 0 where the slot is not a factor or not a whole number. Whether a tile is a
+    multiple of the vector width decides much of a program's speed, and in log2 space 7 and 8 are
+    neighbours. uint8: a quarter of the arguments' memory."""
+    raw = normalised_args * norm.token_std[kinds] + norm.token_mean[kinds]
+    value = np.exp2(np.clip(raw, 0.0, 40.0))
+    whole = np.rint(value)
+    integral = LOG2_SLOTS[kinds] & (np.abs(value - whole) < 1e-3 * np.maximum(whole, 1.0))
+    number = np.where(integral, whole, 1.0).astype(np.int64)
+    twos = np.log2(number & -number)  # the lowest set bit
+    return np.minimum(twos, MAX_TWOS).astype(np.uint8)
 
 
 def kind_counts_and_means(offsets: np.ndarray, kinds: np.ndarray, args: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -43,6 +43,15 @@ class CrossFeatConfig:
     # learned "unknown device" token that carries no hardware information.
     hardware_noise: float = 0.0
     hardware_dropout: float = 0.0
+    # Ways to read a program's arguments that a tree reads well, tried on AutoTVM knob lists (0/False =
+    # off): ``flat_tokens`` N adds one more lead token, an MLP of the first N tokens' arguments laid out
+    # by position (what xgb reads: on a template's fixed knob order position names the knob);
+    # ``category_scaled_args`` multiplies each token's argument embedding by a learned per-category
+    # scale, so that the same factor can mean different things for different knobs.
+    flat_tokens: int = 0
+    category_scaled_args: bool = False
+    # Each factor's power of two (features.factor_twos) next to its log2, into the argument MLP.
+    factor_twos: bool = False
 
     def problem(self) -> str | None:
         if self.d_model % self.heads or self.d_model % 2:
@@ -51,6 +60,8 @@ class CrossFeatConfig:
             return f"hardware_dropout ({self.hardware_dropout}) must be in [0, 1)"
         if self.hardware_noise < 0:
             return f"hardware_noise ({self.hardware_noise}) must not be negative"
+        if not 0 <= self.flat_tokens <= 256:
+            return f"flat_tokens ({self.flat_tokens}) must be in [0, 256]"
         return None
 
 
@@ -67,6 +78,17 @@ def sinusoidal_positions(length: int, dim: int, device: torch.device) -> torch.T
     return table
 
 
+def flat_by_position(args: torch.Tensor, mask: torch.Tensor, positions: int) -> torch.Tensor:
+    """(batch, positions * (NUM_ARGS + 1)): each of the first ``positions`` tokens' arguments and a
+    presence bit, zeros past the program's end (cropped or padded to exactly ``positions``)."""
+    batch, length, n_args = args.shape
+    present = mask[:, :positions, None].to(args.dtype)
+    flat = torch.cat([args[:, :positions] * present, present], dim=-1)
+    if length < positions:
+        flat = torch.nn.functional.pad(flat, (0, 0, 0, positions - length))
+    return flat.reshape(batch, positions * (n_args + 1))
+
+
 class CrossFeatNet(nn.Module):
     def __init__(self, cfg: CrossFeatConfig):
         super().__init__()
@@ -75,7 +97,7 @@ class CrossFeatNet(nn.Module):
         self.kind_embedding = nn.Embedding(len(tokens.KINDS), d, padding_idx=0)
         self.cat_embedding = nn.Embedding(len(tokens.CATEGORIES), d)
         self.ordinal_embedding = nn.Embedding(cfg.max_ordinal, d)
-        self.arg_mlp = _mlp(tokens.NUM_ARGS, d, d)
+        self.arg_mlp = _mlp(tokens.NUM_ARGS * (2 if cfg.factor_twos else 1), d, d)
         self.encoder = Encoder(d, cfg.heads, cfg.ff_dim, cfg.dropout, cfg.layers)
         self.norm = nn.LayerNorm(d)
         extra = 0
@@ -90,13 +112,24 @@ class CrossFeatNet(nn.Module):
         # A position-free summary of the program (count and mean arguments per primitive kind) enters
         # as one more token: what a tree model reads well, next to what attention reads.
         self.summary_mlp = _mlp(SUMMARY_FEATURES, d, d)
+        if cfg.flat_tokens:
+            self.flat_mlp = _mlp(cfg.flat_tokens * (tokens.NUM_ARGS + 1), d, d)
+            extra += 1
+        if cfg.category_scaled_args:  # starts at 1: the plain argument embedding
+            self.cat_arg_scale = nn.Embedding(len(tokens.CATEGORIES), d)
+            nn.init.zeros_(self.cat_arg_scale.weight)
         self.head = _mlp(d * (2 + extra), d, 1)
 
-    def forward(self, kinds, cats, args, mask, ordinal, summary, op_kind, op, hw) -> torch.Tensor:
+    def forward(self, kinds, cats, args, mask, ordinal, summary, op_kind, op, hw, twos=None) -> torch.Tensor:
         ordinal = ordinal.clamp_max(self.cfg.max_ordinal - 1)
-        x = self.kind_embedding(kinds) + self.cat_embedding(cats) + self.arg_mlp(args) + self.ordinal_embedding(ordinal)
+        arg_embedding = self.arg_mlp(args if twos is None else torch.cat([args, twos], dim=-1))
+        if self.cfg.category_scaled_args:
+            arg_embedding = arg_embedding * (1.0 + self.cat_arg_scale(cats))
+        x = self.kind_embedding(kinds) + self.cat_embedding(cats) + arg_embedding + self.ordinal_embedding(ordinal)
         x = x + sinusoidal_positions(x.shape[1], x.shape[2], x.device)
         lead = [self.summary_mlp(summary)]
+        if self.cfg.flat_tokens:
+            lead.append(self.flat_mlp(flat_by_position(args, mask, self.cfg.flat_tokens)))
         if self.cfg.use_cross_features:
             lead.append(self._hardware_token(hw) + self.type_embedding.weight[0])
             lead.append(self.operator_mlp(op) + self.op_kind_embedding(op_kind) + self.type_embedding.weight[1])
@@ -134,7 +167,10 @@ class CrossFeatModel(NeuralCostModel):
 
     def batch_tensors(self, feats: Features, rows: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
         kinds, cats, args, mask, ordinal = feats.padded(rows, with_ordinal=True)
-        return {
+        extra = {}
+        if self.config.factor_twos:
+            extra["twos"] = torch.from_numpy(feats.padded_twos(rows, mask)).to(device)
+        return {**extra,
             "kinds": torch.from_numpy(kinds).to(device), "cats": torch.from_numpy(cats).to(device),
             "args": torch.from_numpy(args).to(device), "mask": torch.from_numpy(mask).to(device),
             "ordinal": torch.from_numpy(ordinal).to(device),

@@ -79,7 +79,7 @@ def model_config(config_cls: type, overrides: dict, kind: str):
             raise CrosstuneError(f"{kind} has no architecture setting {name!r}; it has: {', '.join(settable)}")
         default = getattr(defaults, name)
         try:
-            values[name] = type(default)(value)
+            values[name] = _parse_bool(value) if isinstance(default, bool) else type(default)(value)
         except (TypeError, ValueError):
             raise CrosstuneError(f"{kind}: {name}={value!r} is not a valid {type(default).__name__}") from None
         if isinstance(default, (int, float)) and not isinstance(default, bool) \
@@ -90,6 +90,18 @@ def model_config(config_cls: type, overrides: dict, kind: str):
     if problem:
         raise CrosstuneError(f"{kind}: {problem}")
     return config
+
+
+def _parse_bool(value: object) -> bool:
+    """``bool("false")`` is True, so a switch takes the words a user would type."""
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(word)
 
 
 def architecture_settings(kind: str) -> list[str]:
