@@ -327,3 +327,28 @@ def test_factor_twos_count_powers_of_two_of_whole_factors_only():
     assert twos[1].tolist() == [0, 0, MAX_TWOS, 0, 5, MAX_TWOS, 0, 0]  # 1024 = 2^10, capped
     fused = np.array([[0.0, 3.0, 0.5, 0, 0, 0, 0, 0]], np.float32)  # fuse has no log2 slot; 2^0.5 is not whole
     assert factor_twos(np.array([tokens.KIND_ID["fuse"]]), fused, identity).tolist() == [[0] * tokens.NUM_ARGS]
+
+
+def test_crossfeat_saved_before_the_program_reading_settings_loads_as_trained(tiny, split, tmp_path):
+    """A model directory written before flat_tokens / category_scaled_args / factor_twos existed has
+    none of them in its config: it loads with them off (how it was trained), whatever today's default."""
+    off = {"flat_tokens": 0, "category_scaled_args": False, "factor_twos": False}
+    model = create_model("crossfeat", TrainConfig(epochs=1, architecture={"factor_twos": False}))
+    model.fit(tiny.select(split[0].train))
+    model.save(tmp_path / "old")
+    config = json.loads((tmp_path / "old" / "config.json").read_text())
+    for name in off:
+        del config["model"][name]
+    (tmp_path / "old" / "config.json").write_text(json.dumps(config))
+    loaded = load_model(tmp_path / "old")
+    assert all(getattr(loaded.config, name) == value for name, value in off.items())
+    assert np.allclose(loaded.predict(tiny), model.predict(tiny), atol=1e-5)
+
+
+def test_xgb_reads_factor_twos_as_further_positional_features(tiny, split):
+    plain = create_model("xgb")
+    twos = create_model("xgb", TrainConfig(architecture={"factor_twos": True}))
+    for model in (plain, twos):
+        model.normalizer = Normalizer.fit(tiny)
+    steps = plain.max_steps
+    assert twos.features(tiny).shape[1] - plain.features(tiny).shape[1] == steps * 8

@@ -137,7 +137,8 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=SEED, default=0, help="random seed (split, initialisation, batches)")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cpu)")
     p.add_argument("--loss", default=None, choices=("lambdarank", "pairwise", "mse"),
-                   help="lambdarank (NDCG-weighted pairs; the default), pairwise (RankNet, every pair equal) or mse")
+                   help="pairwise (RankNet, every pair equal; crossfeat's default), lambdarank (NDCG-weighted pairs; "
+                        "tlp's default) or mse")
     p.add_argument("--lr", type=number(0.0, 10.0, closed_low=False), default=None,
                    help="learning rate, in (0, 10] (default: the model's own; 7e-4 for tlp)")
     p.add_argument("--arch", type=parse_settings, default={}, metavar="NAME=VALUE,...",

@@ -131,15 +131,15 @@ class Features:
         return kinds, cats, args, mask
 
     def padded_twos(self, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """float32 (rows, width, NUM_ARGS) in [0, 1]: :func:`factor_twos` of the tokens that ``padded``
-        gave with this ``mask``, zeros at padding. Computed for all tokens on first use and kept."""
+        """uint8 (rows, width, NUM_ARGS): :func:`factor_twos` of the tokens that ``padded`` gave with
+        this ``mask``, zeros at padding. Computed for all tokens on first use and kept."""
         if self._twos is None:
             if self.normalizer is None:
                 raise ValueError("factor powers of two need the normaliser the features were made with")
             self._twos = factor_twos(self.kinds, self.args, self.normalizer)
         positions = np.arange(mask.shape[1])
         gather = np.where(mask, self.offsets[rows][:, None] + positions[None, :], 0)
-        return np.where(mask[..., None], self._twos[gather], 0).astype(np.float32) / MAX_TWOS
+        return np.where(mask[..., None], self._twos[gather], np.uint8(0))
 
 
 def featurize(ds: Dataset, norm: Normalizer) -> Features:

@@ -55,14 +55,14 @@ class TrainHooks:
 @dataclass(frozen=True)
 class TrainConfig:
     """How a neural model is trained. ``None`` fields take the model's own default (TLP: Adam at
-    7e-4 over mixed batches; crossfeat: AdamW at 2e-3 within groups); a model resolves them once, on
+    7e-4 over mixed batches with LambdaRank; crossfeat: AdamW at 5e-3 within groups, pairwise); a model resolves them once, on
     a copy, when it is constructed, so the saved config says what was used."""
 
     epochs: int = 12
     lr: float | None = None
     weight_decay: float = 1e-4
     optimizer: str | None = None  # adamw | adam
-    loss: str = "lambdarank"  # lambdarank | pairwise | mse
+    loss: str | None = None  # lambdarank | pairwise | mse (crossfeat: pairwise; TLP: lambdarank)
     group_size: int = 64
     groups_per_batch: int = 8
     batch_across_groups: bool | None = None  # True (TLP): one ranking over the whole (mixed) batch
@@ -78,7 +78,7 @@ class TrainConfig:
         return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
 
     def check(self) -> None:
-        if self.loss not in LOSSES:
+        if self.loss is not None and self.loss not in LOSSES:
             raise CrosstuneError(f"unknown loss {self.loss!r}; choose {', '.join(LOSSES)}")
         if self.epochs < 1:
             raise CrosstuneError("--epochs must be at least 1")
@@ -185,7 +185,7 @@ class TrainingState:
 
 def require_resolved(cfg: TrainConfig) -> None:
     """Training needs the fields a model fills (``model.train_config``); a bare TrainConfig has None there."""
-    unresolved = [name for name in ("lr", "optimizer", "batch_across_groups") if getattr(cfg, name) is None]
+    unresolved = [name for name in ("lr", "optimizer", "batch_across_groups", "loss") if getattr(cfg, name) is None]
     if unresolved:
         raise ValueError(f"training needs a resolved TrainConfig: pass model.train_config (the model fills "
                          f"{', '.join(unresolved)})")

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .. import tokens
-from ..features import OP_FEATURES, SUMMARY_FEATURES, Features
+from ..features import MAX_TWOS, OP_FEATURES, SUMMARY_FEATURES, Features
 from ..hardware.registry import FEATURE_NAMES
 from ..records.operators import OP_KINDS
 from .encoder import Encoder
@@ -50,8 +50,9 @@ class CrossFeatConfig:
     # scale, so that the same factor can mean different things for different knobs.
     flat_tokens: int = 0
     category_scaled_args: bool = False
-    # Each factor's power of two (features.factor_twos) next to its log2, into the argument MLP.
-    factor_twos: bool = False
+    # Each factor's power of two (features.factor_twos) next to its log2, into the argument MLP: within
+    # one device on AutoTVM knobs PCA 0.935 with it against 0.887 without (docs/BENCHMARKS.md).
+    factor_twos: bool = True
 
     def problem(self) -> str | None:
         if self.d_model % self.heads or self.d_model % 2:
@@ -122,7 +123,10 @@ class CrossFeatNet(nn.Module):
 
     def forward(self, kinds, cats, args, mask, ordinal, summary, op_kind, op, hw, twos=None) -> torch.Tensor:
         ordinal = ordinal.clamp_max(self.cfg.max_ordinal - 1)
-        arg_embedding = self.arg_mlp(args if twos is None else torch.cat([args, twos], dim=-1))
+        arg_inputs = args
+        if twos is not None:  # the arguments' powers of two, scaled to [0, 1]
+            arg_inputs = torch.cat([args, twos.to(args.dtype) / MAX_TWOS], dim=-1)
+        arg_embedding = self.arg_mlp(arg_inputs)
         if self.cfg.category_scaled_args:
             arg_embedding = arg_embedding * (1.0 + self.cat_arg_scale(cats))
         x = self.kind_embedding(kinds) + self.cat_embedding(cats) + arg_embedding + self.ordinal_embedding(ordinal)
@@ -161,6 +165,7 @@ class CrossFeatNet(nn.Module):
 class CrossFeatModel(NeuralCostModel):
     kind = "crossfeat"
     config_cls = CrossFeatConfig
+    absent_settings = {"flat_tokens": 0, "category_scaled_args": False, "factor_twos": False}
 
     def build_net(self) -> nn.Module:
         return CrossFeatNet(self.config)
@@ -169,7 +174,7 @@ class CrossFeatModel(NeuralCostModel):
         kinds, cats, args, mask, ordinal = feats.padded(rows, with_ordinal=True)
         extra = {}
         if self.config.factor_twos:
-            extra["twos"] = torch.from_numpy(feats.padded_twos(rows, mask)).to(device)
+            extra["twos"] = torch.from_numpy(feats.padded_twos(rows, mask)).to(device)  # uint8: a quarter to copy
         return {**extra,
             "kinds": torch.from_numpy(kinds).to(device), "cats": torch.from_numpy(cats).to(device),
             "args": torch.from_numpy(args).to(device), "mask": torch.from_numpy(mask).to(device),

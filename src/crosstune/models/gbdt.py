@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import tokens
 from ..atomic import staged_file
 from ..dataset import Dataset
 from ..errors import CrosstuneError
@@ -51,6 +50,8 @@ class XGBConfig:
     # more than any group (before this setting: 1% or 5% of the target was drowned among 330k records
     # and changed nothing, docs/BENCHMARKS.md).
     few_shot_weight: float = 0.0
+    # Each positional factor's power of two as further features (crossfeat's setting of that name).
+    factor_twos: bool = False
     # The hardware vector as features: set by the kind (`xgb+hw`), not by --arch. Models saved before
     # this setting existed were grown with it (see _read).
     use_hardware: bool = False
@@ -82,9 +83,12 @@ class XGBModel(CostModel):
         feats = featurize(ds, self.normalizer)
         n, steps = len(feats), self.config.max_steps
         kinds, cats, args, mask = feats.padded(np.arange(n), max_len=steps)
-        positional = np.concatenate([kinds[..., None].astype(np.float32), cats[..., None].astype(np.float32), args],
-                                    axis=-1).reshape(n, steps * (tokens.NUM_ARGS + 2))
-        positional[~np.repeat(mask, tokens.NUM_ARGS + 2, axis=1)] = np.nan  # missing, not zero
+        per_token = [kinds[..., None].astype(np.float32), cats[..., None].astype(np.float32), args]
+        if self.config.factor_twos:
+            per_token.append(feats.padded_twos(np.arange(n), mask).astype(np.float32))
+        width = sum(part.shape[-1] for part in per_token)
+        positional = np.concatenate(per_token, axis=-1).reshape(n, steps * width)
+        positional[~np.repeat(mask, width, axis=1)] = np.nan  # missing, not zero
         counts, means = kind_counts_and_means(feats.offsets, feats.kinds, feats.args)
         hardware = [feats.hw] if self.config.use_hardware else []
         return np.concatenate([positional, counts, means, feats.op, feats.op_kind[:, None].astype(np.float32),

@@ -83,7 +83,7 @@ class TLPModel(NeuralCostModel):
     kind = "tlp"
     config_cls = TLPConfig
     # TLP's published training: Adam at 7e-4, one LambdaRank over the whole mixed batch.
-    train_defaults = {"lr": 7e-4, "optimizer": "adam", "batch_across_groups": True}
+    train_defaults = {"lr": 7e-4, "optimizer": "adam", "batch_across_groups": True, "loss": "lambdarank"}
 
     def __init__(self, config: TLPConfig | None = None, train_config=None):
         super().__init__(config, train_config)
