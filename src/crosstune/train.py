@@ -54,9 +54,9 @@ class TrainHooks:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """How a neural model is trained. ``None`` fields take the model's own default (TLP: Adam at
-    7e-4 over mixed batches with LambdaRank; crossfeat: AdamW at 5e-3 within groups, pairwise); a model resolves them once, on
-    a copy, when it is constructed, so the saved config says what was used."""
+    """How a neural model is trained. ``None`` fields take the model's own default (TLP: LambdaRank,
+    Adam at 7e-4 over mixed batches; crossfeat: pairwise, AdamW at 5e-3 within groups); a model
+    resolves them once, on a copy, when it is constructed, so the saved config says what was used."""
 
     epochs: int = 12
     lr: float | None = None
