@@ -40,6 +40,7 @@ def _inputs(batch: int, length: int, generator: torch.Generator) -> dict[str, to
         "op_kind": torch.zeros(batch, dtype=torch.long),
         "op": torch.randn(batch, OP_FEATURES, generator=generator),
         "hw": torch.randn(batch, len(FEATURE_NAMES), generator=generator),
+        "twos": torch.randint(0, 7, (batch, length, tokens.NUM_ARGS), generator=generator, dtype=torch.uint8),
     }
 
 
@@ -51,6 +52,7 @@ def test_padding_does_not_change_a_programs_score():
     for key in ("kinds", "cats", "ordinal"):
         padded[key] = torch.cat([inputs[key], torch.zeros(4, 5, dtype=torch.long)], dim=1)
     padded["args"] = torch.cat([inputs["args"], torch.full((4, 5, tokens.NUM_ARGS), 7.0)], dim=1)
+    padded["twos"] = torch.cat([inputs["twos"], torch.full((4, 5, tokens.NUM_ARGS), 5, dtype=torch.uint8)], dim=1)
     padded["mask"] = torch.cat([inputs["mask"], torch.zeros(4, 5, dtype=torch.bool)], dim=1)
     with torch.no_grad():
         assert np.allclose(net(**inputs).numpy(), net(**padded).numpy(), atol=1e-5)

@@ -124,7 +124,9 @@ class CrossFeatNet(nn.Module):
     def forward(self, kinds, cats, args, mask, ordinal, summary, op_kind, op, hw, twos=None) -> torch.Tensor:
         ordinal = ordinal.clamp_max(self.cfg.max_ordinal - 1)
         arg_inputs = args
-        if twos is not None:  # the arguments' powers of two, scaled to [0, 1]
+        if self.cfg.factor_twos:  # the arguments' powers of two, scaled to [0, 1]
+            if twos is None:
+                raise ValueError("this network reads the factors' powers of two: pass twos (batch_tensors does)")
             arg_inputs = torch.cat([args, twos.to(args.dtype) / MAX_TWOS], dim=-1)
         arg_embedding = self.arg_mlp(arg_inputs)
         if self.cfg.category_scaled_args:
