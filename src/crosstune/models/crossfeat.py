@@ -1,7 +1,9 @@
 """The cross-feature cost model: attention over program x operator x hardware features.
 
 A program is a sequence of schedule-primitive tokens; each becomes an embedding of its kind and string
-category plus an MLP of its numeric arguments, plus a sinusoidal position (any length, no cropping).
+category plus an MLP of its numeric arguments (and of each factor's power of two: whether a tile is a
+multiple of the vector width is what a log2 value hides), plus a sinusoidal position (any length, no
+cropping).
 The hardware descriptor and the operator descriptor each get their own learned embedding and enter the
 sequence as two extra tokens, so that self-attention lets every program token look at the machine and
 the operator it is scheduled for. A padding mask keeps padded positions out of attention. The head
