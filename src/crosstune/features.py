@@ -120,9 +120,8 @@ class Features:
         lengths = self.lengths[rows]
         width = int(lengths.max()) if max_len is None and len(rows) else int(max_len or 1)
         width = max(width, 1)
-        positions = np.arange(width)
-        mask = positions[None, :] < np.minimum(lengths, width)[:, None]
-        gather = np.where(mask, self.offsets[rows][:, None] + positions[None, :], 0)
+        mask = np.arange(width)[None, :] < np.minimum(lengths, width)[:, None]
+        gather = self._token_index(rows, mask)
         kinds = np.where(mask, self.kinds[gather], 0)
         cats = np.where(mask, self.cats[gather], 0)
         args = np.where(mask[..., None], self.args[gather], 0.0).astype(np.float32)
@@ -137,9 +136,12 @@ class Features:
             if self.normalizer is None:
                 raise ValueError("factor powers of two need the normaliser the features were made with")
             self._twos = factor_twos(self.kinds, self.args, self.normalizer)
+        return np.where(mask[..., None], self._twos[self._token_index(rows, mask)], np.uint8(0))
+
+    def _token_index(self, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """(rows, width) index into the per-token arrays; 0 (any valid index) at padding."""
         positions = np.arange(mask.shape[1])
-        gather = np.where(mask, self.offsets[rows][:, None] + positions[None, :], 0)
-        return np.where(mask[..., None], self._twos[gather], np.uint8(0))
+        return np.where(mask, self.offsets[rows][:, None] + positions[None, :], 0)
 
 
 def featurize(ds: Dataset, norm: Normalizer) -> Features:

@@ -169,7 +169,7 @@ class CrossFeatNet(nn.Module):
 class CrossFeatModel(NeuralCostModel):
     kind = "crossfeat"
     config_cls = CrossFeatConfig
-    absent_settings = {"flat_tokens": 0, "category_scaled_args": False, "factor_twos": False}
+    absent_settings = {"factor_twos": False}  # the others' defaults are what older models had
 
     def build_net(self) -> nn.Module:
         return CrossFeatNet(self.config)
