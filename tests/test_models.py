@@ -352,3 +352,34 @@ def test_xgb_reads_factor_twos_as_further_positional_features(tiny, split):
         model.normalizer = Normalizer.fit(tiny)
     steps = plain.max_steps
     assert twos.features(tiny).shape[1] - plain.features(tiny).shape[1] == steps * 8
+
+
+def test_hardware_mix_weights_give_training_machines_their_own_token():
+    from crosstune.models.crossfeat import hardware_mix_weights
+
+    known = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    hw = np.array([[3.0, 0.0], [0.0, 0.9], [1.0, 0.0]], dtype=np.float32)  # a training machine, two others
+    for mode in ("nearest", "similar", "mean"):
+        weights = hardware_mix_weights(hw, known, mode)
+        assert np.allclose(weights.sum(axis=1), 1.0)
+        assert np.array_equal(weights[0], [0.0, 1.0, 0.0])  # on a training machine: its own token only
+    assert np.array_equal(hardware_mix_weights(hw, known, "nearest")[1:], [[0, 0, 1], [1, 0, 0]])
+    assert np.allclose(hardware_mix_weights(hw, known, "mean")[2], 1 / 3)
+    similar = hardware_mix_weights(hw, known, "similar")[2]  # distances 1, 2, sqrt(2): weights 1, 1/4, 1/2
+    assert np.allclose(similar, np.array([1.0, 0.25, 0.5]) / 1.75)
+
+
+def test_unseen_hardware_nearest_scores_a_new_machine_as_its_nearest_training_machine(trained, tiny, split):
+    from crosstune.features import featurize
+
+    model = trained["crossfeat"][0].model
+    train_rows, test_rows = split[0].train[:50], split[0].test[:50]
+    (k80_vector,) = model.hardware_seen.values()  # trained on the K80 alone
+    k80 = ((np.asarray(k80_vector) - model.normalizer.hw_mean) / model.normalizer.hw_std).astype(np.float32)
+    own_test, own_train = model.predict(tiny.select(test_rows)), model.predict(tiny.select(train_rows))
+    mixed = create_model("crossfeat", TrainConfig(architecture={"unseen_hardware": "nearest"}))
+    mixed.net, mixed.normalizer, mixed.hardware_seen = model.net, model.normalizer, model.hardware_seen
+    as_k80 = model.predict_features(featurize(tiny.select(test_rows), model.normalizer).on_hardware(k80))
+    assert np.allclose(mixed.predict(tiny.select(test_rows)), as_k80)  # the V100's programs, K80's token
+    assert not np.allclose(own_test, as_k80)  # the V100 token did change the scores: the setting acts
+    assert np.allclose(mixed.predict(tiny.select(train_rows)), own_train)  # a training machine keeps its own

@@ -314,53 +314,21 @@ def test_tune_compare_refuses_bad_options_with_one_line(capsys):
     assert "unknown fast" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.tvm
-@pytest.mark.slow
-def test_tune_compare_on_two_tasks_reports_time_fractions_per_arm(tmp_path):
-    from crosstune.data import bundled_dataset
-    from crosstune.tvm.rounds import SearchSettings
-    from crosstune.tvm.tune_compare import CompareSettings, tune_compare
-
-    settings = CompareSettings("resnet18", "local-avx2-2c", tmp_path, trials=6, datasets=[str(bundled_dataset())],
-                               epochs=1, fine_tune_every=2, round_trials=3, first_round_trials=2, chunk_trials=3,
-                               tasks=["mean", "max_pool2d"], search=SearchSettings(32, 1, 16), end_to_end=False)
-    printed: list[str] = []
-    summary = tune_compare(settings, print_fn=printed.append)
-    report = json.loads((tmp_path / "tune-compare.json").read_text())
-    assert (tmp_path / "tune-compare-curve.png").stat().st_size > 10_000
-    runs = report["runs"]
-    assert list(runs) == ["xgb", "crosstune", "random"]
-    assert runs["xgb"]["trials"] == report["budget_trials"] == 6 and runs["random"]["trials"] == 6
-    assert 0 < runs["crosstune"]["trials"] <= 6  # early stop may leave some of the budget unused
-    for run in runs.values():
-        assert {t["name"] for t in run["tasks"] if t["rounds"]} == {"mean", "max_pool2d"}
-        assert np.isfinite(run["best_estimated_latency_ms"])
-        assert {"fraction_to_reach_baseline_final", "fraction_to_within_5pct", "trials_to_within_5pct"} <= set(run)
-        assert run["time_split_seconds"]["build"] > 0 and len(run["sessions"][0]["loadavg_start"]) == 3
-    assert 0 < runs["xgb"]["fraction_to_reach_baseline_final"] <= 1  # at the latest when it ends
-    ours = runs["crosstune"]
-    assert ours["curve"][0]["trials"] == 2  # small first round: 2 programs, not the round's 3
-    assert ours["cost_model_seconds"]["fine_tunes"] >= 1 and ours["cost_model_seconds"]["failures"] == 0
-    assert ours["cost_model_seconds"]["fine_tune"] > 0
-    assert "reach xgb final" in summary["table"]
-    assert "crosstune: tuning with the baseline's budget of 6 trials" in printed
-
-
-@pytest.mark.tvm
-@pytest.mark.slow
-def test_tune_compare_resumes_after_a_kill_and_reuses_the_trials(tmp_path):
+def test_tune_compare_on_two_tasks_resumes_after_a_kill_and_reports_time_fractions_per_arm(tmp_path):
+    """One comparison (the arms tune two small tasks; one run checks both things, since each costs minutes):
+    killed in the baseline's first chunk, resumed with the trials re-used, then every arm's report."""
     import re
 
     out = tmp_path / "run"
     command = [sys.executable, "-m", "crosstune", "tune-compare", "--network", "resnet18", "--hardware-config",
-               "local-avx2-2c", "--arms", "xgb", "--trials", "6", "--round-trials", "2", "--chunk-trials", "2",
-               "--tasks", "mean,max_pool2d", "--population", "16", "--genetic-iters", "1", "--skip-end-to-end",
-               "--out", str(out)]
+               "local-avx2-2c", "--trials", "6", "--round-trials", "3", "--first-round-trials", "2",
+               "--chunk-trials", "3", "--fine-tune-every", "2", "--epochs", "1", "--tasks", "mean,max_pool2d",
+               "--population", "16", "--genetic-iters", "1", "--skip-end-to-end", "--out", str(out)]
     state = out / "xgb" / "state.json"
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
-        while not (state.is_file() and json.loads(state.read_text())["trials"] >= 2):  # the first chunk is saved
+        while not (state.is_file() and json.loads(state.read_text())["trials"] >= 3):  # the first chunk is saved
             assert proc.poll() is None, "the run ended before its first chunk"
             assert time.monotonic() < deadline, "no chunk finished in time"
             time.sleep(0.5)
@@ -368,13 +336,32 @@ def test_tune_compare_resumes_after_a_kill_and_reuses_the_trials(tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)  # the whole group: TVM's builder and runner workers too
         proc.wait(timeout=30)
     killed_at = json.loads(state.read_text())["trials"]
-    assert 2 <= killed_at < 6
+    assert 3 <= killed_at < 6
     with open(out / "xgb" / "database_tuning_record.json", "ab") as stream:
         stream.write(b'[0, [[[["GetSBlock", [], ["conv')  # a record cut short by the kill
     again = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     reused = int(re.search(r"xgb: re-using (\d+) trials", again.stdout).group(1))
     assert reused >= killed_at
-    run = json.loads((out / "tune-compare.json").read_text())["runs"]["xgb"]
-    assert run["trials"] == 6 and run["trials_reused"] == reused and len(run["sessions"]) == 2
-    assert run["curve"][-1]["trials"] == 6
+    assert "re-using the pre-trained crossfeat" in again.stdout  # trained before the kill, not again
+    assert "crosstune: tuning with the baseline's budget of 6 trials" in again.stdout
+    assert "reach xgb final" in again.stdout  # the table
+    report = json.loads((out / "tune-compare.json").read_text())
+    assert (out / "tune-compare-curve.png").stat().st_size > 10_000
+    runs = report["runs"]
+    assert list(runs) == ["xgb", "crosstune", "random"]
+    baseline = runs["xgb"]
+    assert baseline["trials"] == report["budget_trials"] == 6 and runs["random"]["trials"] == 6
+    assert baseline["trials_reused"] == reused and len(baseline["sessions"]) == 2
+    assert baseline["curve"][-1]["trials"] == 6
+    assert 0 < runs["crosstune"]["trials"] <= 6  # early stop may leave some of the budget unused
+    for run in runs.values():
+        assert {t["name"] for t in run["tasks"] if t["rounds"]} == {"mean", "max_pool2d"}
+        assert np.isfinite(run["best_estimated_latency_ms"])
+        assert {"fraction_to_reach_baseline_final", "fraction_to_within_5pct", "trials_to_within_5pct"} <= set(run)
+        assert run["time_split_seconds"]["build"] > 0 and len(run["sessions"][0]["loadavg_start"]) == 3
+    assert 0 < baseline["fraction_to_reach_baseline_final"] <= 1  # at the latest when it ends
+    ours = runs["crosstune"]
+    assert ours["curve"][0]["trials"] == 2  # small first round: 2 programs, not the round's 3
+    assert ours["cost_model_seconds"]["fine_tunes"] >= 1 and ours["cost_model_seconds"]["failures"] == 0
+    assert ours["cost_model_seconds"]["fine_tune"] > 0

@@ -9,7 +9,7 @@ machine lands on a scale the model knows even when training saw one hardware onl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -137,6 +137,11 @@ class Features:
                 raise ValueError("factor powers of two need the normaliser the features were made with")
             self._twos = factor_twos(self.kinds, self.args, self.normalizer)
         return np.where(mask[..., None], self._twos[self._token_index(rows, mask)], np.uint8(0))
+
+    def on_hardware(self, hw_vector: np.ndarray) -> "Features":
+        """The same programs as if measured on the machine with normalised vector ``hw_vector`` (token
+        arrays shared, not copied)."""
+        return replace(self, hw=np.broadcast_to(np.asarray(hw_vector, dtype=np.float32), self.hw.shape))
 
     def _token_index(self, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """(rows, width) index into the per-token arrays; 0 (any valid index) at padding."""

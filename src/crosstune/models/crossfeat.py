@@ -29,6 +29,9 @@ from .encoder import Encoder
 from .neural import NeuralCostModel
 
 
+UNSEEN_HARDWARE_MODES = ("own", "nearest", "similar", "mean")
+
+
 @dataclass
 class CrossFeatConfig:
     d_model: int = 64
@@ -55,6 +58,13 @@ class CrossFeatConfig:
     # Each factor's power of two (features.factor_twos) next to its log2, into the argument MLP: within
     # one device on AutoTVM knobs PCA 0.935 with it against 0.887 without (docs/BENCHMARKS.md).
     factor_twos: bool = True
+    # What hardware token scores a program on a machine the model was not trained on (prediction only;
+    # a training machine always gets its own): "own" its descriptor; or the training machines' tokens,
+    # each scoring the program, mixed -- "nearest" the most similar machine's (by distance of the
+    # normalised descriptors), "similar" weighted by inverse squared distance, "mean" uniformly. A
+    # mixture stays inside what training saw: a descriptor outside the training range (an ARM board
+    # among x86 CPUs) cannot push the hardware token where the network never learned anything.
+    unseen_hardware: str = "own"
 
     def problem(self) -> str | None:
         if self.d_model % self.heads or self.d_model % 2:
@@ -65,6 +75,8 @@ class CrossFeatConfig:
             return f"hardware_noise ({self.hardware_noise}) must not be negative"
         if not 0 <= self.flat_tokens <= 256:
             return f"flat_tokens ({self.flat_tokens}) must be in [0, 256]"
+        if self.unseen_hardware not in UNSEEN_HARDWARE_MODES:
+            return f"unseen_hardware ({self.unseen_hardware!r}) must be one of {', '.join(UNSEEN_HARDWARE_MODES)}"
         return None
 
 
@@ -187,6 +199,41 @@ class CrossFeatModel(NeuralCostModel):
             "op_kind": torch.from_numpy(feats.op_kind[rows]).to(device),
             "op": torch.from_numpy(feats.op[rows]).to(device), "hw": torch.from_numpy(feats.hw[rows]).to(device),
         }
+
+
+    def predict_features(self, feats: Features) -> np.ndarray:
+        mode = self.config.unseen_hardware
+        if mode == "own" or not self.config.use_cross_features or not self.hardware_seen:
+            return super().predict_features(feats)
+        known = ((np.asarray(list(self.hardware_seen.values()), dtype=np.float64) - self.normalizer.hw_mean)
+                 / self.normalizer.hw_std).astype(np.float32)
+        weights = hardware_mix_weights(feats.hw, known, mode)  # (rows, training machines)
+        scores = np.zeros(len(feats), dtype=np.float64)
+        for machine in np.flatnonzero(weights.any(axis=0)):  # one pass per machine some row uses
+            as_if = super().predict_features(feats.on_hardware(known[machine]))
+            scores += weights[:, machine] * as_if
+        return scores
+
+
+def hardware_mix_weights(hw: np.ndarray, known: np.ndarray, mode: str) -> np.ndarray:
+    """(rows, machines) weights summing to 1 per row: how much each training machine's token scores a
+    row of normalised hardware vector ``hw`` (see ``CrossFeatConfig.unseen_hardware``). A row on a
+    training machine (distance ~0) gets that machine alone, whatever the mode."""
+    distance = np.linalg.norm(hw[:, None, :].astype(np.float64) - known[None, :, :], axis=-1)
+    nearest = distance.argmin(axis=1)
+    rows = np.arange(len(hw))
+    weights = np.zeros_like(distance)
+    if mode == "mean":
+        weights[:] = 1.0 / known.shape[0]
+    elif mode == "similar":
+        inverse = 1.0 / np.maximum(distance, 1e-12) ** 2
+        weights = inverse / inverse.sum(axis=1, keepdims=True)
+    else:  # nearest
+        weights[rows, nearest] = 1.0
+    seen = distance[rows, nearest] < 1e-4
+    weights[seen] = 0.0
+    weights[rows[seen], nearest[seen]] = 1.0
+    return weights
 
 
 class CrossFeatNoHwModel(CrossFeatModel):
