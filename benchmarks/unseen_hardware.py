@@ -12,12 +12,12 @@ Prints `crosstune eval`'s table per setting; the JSON holds, per setting, the ke
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from crosstune.dataset import load_dataset
+from crosstune.errors import CrosstuneError
 from crosstune.experiment import evaluate_model, trained_record_ids
 from crosstune.models import load_model
 from crosstune.models.crossfeat import UNSEEN_HARDWARE_MODES
@@ -40,12 +40,14 @@ def main() -> None:
     if seen:
         ds = ds.select(~np.isin(ds.record_id, np.fromiter(seen, dtype=np.uint64, count=len(seen))))
     results = {}
+    if not hasattr(model, "with_unseen_hardware"):
+        parser.error(f"{args.model_dir} is a {model.kind} model; the setting is crossfeat's")
     for mode in args.modes.split(","):
-        model.config = replace(model.config, unseen_hardware=mode)
-        problem = model.config.problem()
-        if problem:
-            parser.error(problem)
-        result, notes = evaluate_model(model, ds, {"records": len(ds), "unseen_hardware": mode})
+        try:
+            variant = model.with_unseen_hardware(mode)
+        except CrosstuneError as err:
+            parser.error(str(err))
+        result, notes = evaluate_model(variant, ds, {"records": len(ds), "unseen_hardware": mode})
         print(f"\n== unseen_hardware={mode} ==\n{eval_table(result)}", flush=True)
         results[mode] = eval_json(result, notes)
         if args.json:  # after every setting: a stopped run keeps what it measured

@@ -365,21 +365,27 @@ def test_hardware_mix_weights_give_training_machines_their_own_token():
         assert np.array_equal(weights[0], [0.0, 1.0, 0.0])  # on a training machine: its own token only
     assert np.array_equal(hardware_mix_weights(hw, known, "nearest")[1:], [[0, 0, 1], [1, 0, 0]])
     assert np.allclose(hardware_mix_weights(hw, known, "mean")[2], 1 / 3)
+    with pytest.raises(ValueError, match="choose from"):
+        hardware_mix_weights(hw, known, "own")  # "own" needs no mixture: the caller's job
+    with pytest.raises(CrosstuneError, match="no hardware token"):
+        create_model("crossfeat-nohw", TrainConfig(architecture={"unseen_hardware": "nearest"}))
     similar = hardware_mix_weights(hw, known, "similar")[2]  # distances 1, 2, sqrt(2): weights 1, 1/4, 1/2
     assert np.allclose(similar, np.array([1.0, 0.25, 0.5]) / 1.75)
 
 
 def test_unseen_hardware_nearest_scores_a_new_machine_as_its_nearest_training_machine(trained, tiny, split):
-    from crosstune.features import featurize
+    from crosstune.features import featurize, normalised_hardware
 
     model = trained["crossfeat"][0].model
     train_rows, test_rows = split[0].train[:50], split[0].test[:50]
     (k80_vector,) = model.hardware_seen.values()  # trained on the K80 alone
-    k80 = ((np.asarray(k80_vector) - model.normalizer.hw_mean) / model.normalizer.hw_std).astype(np.float32)
+    k80 = normalised_hardware([k80_vector], model.normalizer)[0]
     own_test, own_train = model.predict(tiny.select(test_rows)), model.predict(tiny.select(train_rows))
-    mixed = create_model("crossfeat", TrainConfig(architecture={"unseen_hardware": "nearest"}))
-    mixed.net, mixed.normalizer, mixed.hardware_seen = model.net, model.normalizer, model.hardware_seen
+    mixed = model.with_unseen_hardware("nearest")
+    assert model.config.unseen_hardware == "own"  # the loaded model is left as it was
+    with pytest.raises(CrosstuneError, match="must be one of"):
+        model.with_unseen_hardware("closest")
     as_k80 = model.predict_features(featurize(tiny.select(test_rows), model.normalizer).on_hardware(k80))
     assert np.allclose(mixed.predict(tiny.select(test_rows)), as_k80)  # the V100's programs, K80's token
     assert not np.allclose(own_test, as_k80)  # the V100 token did change the scores: the setting acts
-    assert np.allclose(mixed.predict(tiny.select(train_rows)), own_train)  # a training machine keeps its own
+    assert np.array_equal(mixed.predict(tiny.select(train_rows)), own_train)  # a training machine keeps its own

@@ -325,11 +325,13 @@ def test_tune_compare_on_two_tasks_resumes_after_a_kill_and_reports_time_fractio
                "--chunk-trials", "3", "--fine-tune-every", "2", "--epochs", "1", "--tasks", "mean,max_pool2d",
                "--population", "16", "--genetic-iters", "1", "--skip-end-to-end", "--out", str(out)]
     state = out / "xgb" / "state.json"
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = tmp_path / "first-run.log"
+    with open(log, "wb") as stream:
+        proc = subprocess.Popen(command, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
         while not (state.is_file() and json.loads(state.read_text())["trials"] >= 3):  # the first chunk is saved
-            assert proc.poll() is None, "the run ended before its first chunk"
+            assert proc.poll() is None, "the run ended before its first chunk: " + log.read_text()[-3000:]
             assert time.monotonic() < deadline, "no chunk finished in time"
             time.sleep(0.5)
     finally:

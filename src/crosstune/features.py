@@ -38,6 +38,12 @@ def hardware_matrix(ds: Dataset) -> np.ndarray:
     return np.asarray(rows, dtype=np.float32)
 
 
+def normalised_hardware(vectors, norm: "Normalizer") -> np.ndarray:
+    """Raw hardware feature vectors (rows) as the model reads them (float32 in, as ``hardware_matrix``
+    gives them, so that the same machine always gets the same bits)."""
+    return ((np.asarray(vectors, dtype=np.float32) - norm.hw_mean) / norm.hw_std).astype(np.float32)
+
+
 def _mean_std(values: np.ndarray, axis=0) -> tuple[np.ndarray, np.ndarray]:
     mean = values.mean(axis=axis) if len(values) else np.zeros(values.shape[1:], np.float32)
     std = values.std(axis=axis) if len(values) else np.ones(values.shape[1:], np.float32)
@@ -132,15 +138,19 @@ class Features:
     def padded_twos(self, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """uint8 (rows, width, NUM_ARGS): :func:`factor_twos` of the tokens that ``padded`` gave with
         this ``mask``, zeros at padding. Computed for all tokens on first use and kept."""
+        return np.where(mask[..., None], self.twos()[self._token_index(rows, mask)], np.uint8(0))
+
+    def twos(self) -> np.ndarray:
+        """uint8 (tokens, NUM_ARGS): :func:`factor_twos` of every token, computed on first use and kept."""
         if self._twos is None:
             if self.normalizer is None:
                 raise ValueError("factor powers of two need the normaliser the features were made with")
             self._twos = factor_twos(self.kinds, self.args, self.normalizer)
-        return np.where(mask[..., None], self._twos[self._token_index(rows, mask)], np.uint8(0))
+        return self._twos
 
     def on_hardware(self, hw_vector: np.ndarray) -> "Features":
         """The same programs as if measured on the machine with normalised vector ``hw_vector`` (token
-        arrays shared, not copied)."""
+        arrays and the powers-of-two cache shared, not copied)."""
         return replace(self, hw=np.broadcast_to(np.asarray(hw_vector, dtype=np.float32), self.hw.shape))
 
     def _token_index(self, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -155,7 +165,7 @@ def featurize(ds: Dataset, norm: Normalizer) -> Features:
     kinds = np.where(unseen, tokens.KIND_ID["unknown"], kinds)
     args = (ds.args - norm.token_mean[kinds]) / norm.token_std[kinds]
     op = (operator_matrix(ds) - norm.op_mean) / norm.op_std
-    hw = ((hardware_matrix(ds) - norm.hw_mean) / norm.hw_std)[ds.hardware]
+    hw = normalised_hardware(hardware_matrix(ds), norm)[ds.hardware]
     nonfinite = int((~np.isfinite(args)).sum() + (~np.isfinite(op)).sum() + (~np.isfinite(hw)).sum())
     if nonfinite:  # defined result: a non-finite input contributes nothing rather than poisoning the batch
         args, op, hw = (np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0) for a in (args, op, hw))

@@ -14,6 +14,7 @@ reads the pooled program tokens next to the hardware and operator tokens and giv
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, replace
 
@@ -22,7 +23,8 @@ import torch
 from torch import nn
 
 from .. import tokens
-from ..features import MAX_TWOS, OP_FEATURES, SUMMARY_FEATURES, Features
+from ..errors import CrosstuneError
+from ..features import MAX_TWOS, OP_FEATURES, SUMMARY_FEATURES, Features, normalised_hardware
 from ..hardware.registry import FEATURE_NAMES
 from ..records.operators import OP_KINDS
 from .encoder import Encoder
@@ -59,11 +61,15 @@ class CrossFeatConfig:
     # one device on AutoTVM knobs PCA 0.935 with it against 0.887 without (docs/BENCHMARKS.md).
     factor_twos: bool = True
     # What hardware token scores a program on a machine the model was not trained on (prediction only;
-    # a training machine always gets its own): "own" its descriptor; or the training machines' tokens,
-    # each scoring the program, mixed -- "nearest" the most similar machine's (by distance of the
-    # normalised descriptors), "similar" weighted by inverse squared distance, "mean" uniformly. A
-    # mixture stays inside what training saw: a descriptor outside the training range (an ARM board
-    # among x86 CPUs) cannot push the hardware token where the network never learned anything.
+    # a training machine, i.e. one whose descriptor is a training descriptor, always gets its own):
+    # "own" its descriptor; or the training machines' tokens, each scoring the program, mixed --
+    # "nearest" the most similar machine's (by distance of the normalised descriptors), "similar"
+    # weighted by inverse squared distance, "mean" uniformly. A mixture stays inside what training
+    # saw: a descriptor outside the training range (an ARM board among x86 CPUs) cannot push the
+    # hardware token where the network never learned anything. Scores are mixed as they are: trained
+    # with the pairwise loss, a score difference is the log-odds of the pair's order on that machine,
+    # the same scale for every training machine (a mixture is a weighted geometric mean of the odds).
+    # Set it at training (--arch) or on a loaded model with ``with_unseen_hardware``.
     unseen_hardware: str = "own"
 
     def problem(self) -> str | None:
@@ -201,13 +207,24 @@ class CrossFeatModel(NeuralCostModel):
         }
 
 
+    def with_unseen_hardware(self, mode: str) -> "CrossFeatModel":
+        """This trained model (weights shared) scoring unseen machines the ``mode`` way."""
+        config = replace(self.config, unseen_hardware=mode)
+        problem = config.problem()
+        if problem:
+            raise CrosstuneError(f"{self.kind}: {problem}")
+        variant = copy.copy(self)
+        variant.config = config  # a new model object: this one's config is left as it was
+        return variant
+
     def predict_features(self, feats: Features) -> np.ndarray:
         mode = self.config.unseen_hardware
         if mode == "own" or not self.config.use_cross_features or not self.hardware_seen:
             return super().predict_features(feats)
-        known = ((np.asarray(list(self.hardware_seen.values()), dtype=np.float64) - self.normalizer.hw_mean)
-                 / self.normalizer.hw_std).astype(np.float32)
+        known = normalised_hardware(list(self.hardware_seen.values()), self.normalizer)
         weights = hardware_mix_weights(feats.hw, known, mode)  # (rows, training machines)
+        if self.config.factor_twos:
+            feats.twos()  # once, shared by every pass below
         scores = np.zeros(len(feats), dtype=np.float64)
         for machine in np.flatnonzero(weights.any(axis=0)):  # one pass per machine some row uses
             as_if = super().predict_features(feats.on_hardware(known[machine]))
@@ -219,6 +236,8 @@ def hardware_mix_weights(hw: np.ndarray, known: np.ndarray, mode: str) -> np.nda
     """(rows, machines) weights summing to 1 per row: how much each training machine's token scores a
     row of normalised hardware vector ``hw`` (see ``CrossFeatConfig.unseen_hardware``). A row on a
     training machine (distance ~0) gets that machine alone, whatever the mode."""
+    if mode not in UNSEEN_HARDWARE_MODES[1:]:
+        raise ValueError(f"unseen_hardware mode {mode!r}: choose from {', '.join(UNSEEN_HARDWARE_MODES[1:])}")
     distance = np.linalg.norm(hw[:, None, :].astype(np.float64) - known[None, :, :], axis=-1)
     nearest = distance.argmin(axis=1)
     rows = np.arange(len(hw))
@@ -230,7 +249,7 @@ def hardware_mix_weights(hw: np.ndarray, known: np.ndarray, mode: str) -> np.nda
         weights = inverse / inverse.sum(axis=1, keepdims=True)
     else:  # nearest
         weights[rows, nearest] = 1.0
-    seen = distance[rows, nearest] < 1e-4
+    seen = distance[rows, nearest] < 1e-6  # the same float32 bits as a training machine's (normalised_hardware)
     weights[seen] = 0.0
     weights[rows[seen], nearest[seen]] = 1.0
     return weights
@@ -241,4 +260,6 @@ class CrossFeatNoHwModel(CrossFeatModel):
 
     def __init__(self, config: CrossFeatConfig | None = None, train_config=None):
         super().__init__(config, train_config)
+        if self.config.unseen_hardware != "own":
+            raise CrosstuneError("crossfeat-nohw has no hardware token: unseen_hardware does not apply")
         self.config = replace(self.config, use_cross_features=False)  # on the model's own copy
