@@ -33,6 +33,8 @@ def main() -> None:
     parser.add_argument("--json")
     args = parser.parse_args()
     model = load_model(args.model_dir)
+    if not hasattr(model, "with_unseen_hardware"):
+        parser.error(f"{args.model_dir} is a {model.kind} model; the setting is crossfeat's")
     if args.hardware in model.hardware_seen:
         parser.error(f"{args.hardware} is a training machine of this model")
     ds = load_dataset(args.datasets, hardware=[args.hardware])
@@ -40,8 +42,6 @@ def main() -> None:
     if seen:
         ds = ds.select(~np.isin(ds.record_id, np.fromiter(seen, dtype=np.uint64, count=len(seen))))
     results = {}
-    if not hasattr(model, "with_unseen_hardware"):
-        parser.error(f"{args.model_dir} is a {model.kind} model; the setting is crossfeat's")
     for mode in args.modes.split(","):
         try:
             variant = model.with_unseen_hardware(mode)

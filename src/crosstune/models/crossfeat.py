@@ -206,7 +206,6 @@ class CrossFeatModel(NeuralCostModel):
             "op": torch.from_numpy(feats.op[rows]).to(device), "hw": torch.from_numpy(feats.hw[rows]).to(device),
         }
 
-
     def with_unseen_hardware(self, mode: str) -> "CrossFeatModel":
         """This trained model (weights shared) scoring unseen machines the ``mode`` way."""
         config = replace(self.config, unseen_hardware=mode)
