@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--json")
     args = parser.parse_args()
     model = load_model(args.model_dir)
-    if not hasattr(model, "with_unseen_hardware"):
+    if model.kind != "crossfeat":
         parser.error(f"{args.model_dir} is a {model.kind} model; the setting is crossfeat's")
     if args.hardware in model.hardware_seen:
         parser.error(f"{args.hardware} is a training machine of this model")

@@ -208,6 +208,8 @@ class CrossFeatModel(NeuralCostModel):
 
     def with_unseen_hardware(self, mode: str) -> "CrossFeatModel":
         """This trained model (weights shared) scoring unseen machines the ``mode`` way."""
+        if not self.config.use_cross_features:
+            raise CrosstuneError(f"{self.kind} has no hardware token: unseen_hardware does not apply")
         config = replace(self.config, unseen_hardware=mode)
         problem = config.problem()
         if problem:
