@@ -385,6 +385,8 @@ def test_unseen_hardware_nearest_scores_a_new_machine_as_its_nearest_training_ma
     assert model.config.unseen_hardware == "own"  # the loaded model is left as it was
     with pytest.raises(CrosstuneError, match="must be one of"):
         model.with_unseen_hardware("closest")
+    with pytest.raises(CrosstuneError, match="no hardware token"):
+        trained["crossfeat-nohw"][0].model.with_unseen_hardware("similar")
     as_k80 = model.predict_features(featurize(tiny.select(test_rows), model.normalizer).on_hardware(k80))
     assert np.allclose(mixed.predict(tiny.select(test_rows)), as_k80)  # the V100's programs, K80's token
     assert not np.allclose(own_test, as_k80)  # the V100 token did change the scores: the setting acts
