@@ -14,11 +14,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
-
 from crosstune.dataset import load_dataset
 from crosstune.errors import CrosstuneError
-from crosstune.experiment import evaluate_model, trained_record_ids
+from crosstune.experiment import evaluate_model, trained_record_mask
 from crosstune.models import load_model
 from crosstune.models.crossfeat import UNSEEN_HARDWARE_MODES
 from crosstune.reporting import eval_json, eval_table, write_json
@@ -38,9 +36,7 @@ def main() -> None:
     if args.hardware in model.hardware_seen:
         parser.error(f"{args.hardware} is a training machine of this model")
     ds = load_dataset(args.datasets, hardware=[args.hardware])
-    seen = trained_record_ids(Path(args.model_dir))
-    if seen:
-        ds = ds.select(~np.isin(ds.record_id, np.fromiter(seen, dtype=np.uint64, count=len(seen))))
+    ds = ds.select(~trained_record_mask(ds, Path(args.model_dir)))
     results = {}
     for mode in args.modes.split(","):
         try:

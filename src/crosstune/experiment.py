@@ -160,14 +160,21 @@ def evaluate_model_dir(model_dir: str | Path, datasets: Sequence[str], hardware:
     ds = load_dataset(datasets, hardware=list(hardware) if hardware else None)
     notes = {"records": len(ds)}
     if not include_training_records:
-        seen = trained_record_ids(Path(model_dir))
-        if seen:
-            keep = ~np.isin(ds.record_id, np.fromiter(seen, dtype=np.uint64, count=len(seen)))
+        keep = ~trained_record_mask(ds, Path(model_dir))
+        if not keep.all():
             notes["left_out_training_records"] = int((~keep).sum())
             ds = ds.select(keep)
     if len(ds) == 0 or not ds.valid.any():
         raise CrosstuneError("nothing to evaluate: no valid records left (all were training records or failed)")
     return evaluate_model(model, ds, notes, progress)
+
+
+def trained_record_mask(ds: Dataset, model_dir: Path) -> np.ndarray:
+    """True at the records of ``ds`` that the model in ``model_dir`` was trained on."""
+    seen = trained_record_ids(model_dir)
+    if not seen:
+        return np.zeros(len(ds), dtype=bool)
+    return np.isin(ds.record_id, np.fromiter(seen, dtype=np.uint64, count=len(seen)))
 
 
 PREDICT_CHUNK = 32768
