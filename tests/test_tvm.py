@@ -314,15 +314,16 @@ def test_tune_compare_refuses_bad_options_with_one_line(capsys):
     assert "unknown fast" in err and len(err.strip().splitlines()) == 1
 
 
-def test_tune_compare_on_two_tasks_resumes_after_a_kill_and_reports_time_fractions_per_arm(tmp_path):
-    """One comparison (the arms tune two small tasks; one run checks both things, since each costs minutes):
-    killed in the baseline's first chunk, resumed with the trials re-used, then every arm's report."""
+def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tmp_path):
+    """One comparison (the arms tune two small tasks and one with a single program; one run checks all of
+    it, since each costs minutes): killed in the baseline's first chunk, resumed with the trials re-used,
+    then every arm's report."""
     import re
 
     out = tmp_path / "run"
     command = [sys.executable, "-m", "crosstune", "tune-compare", "--network", "resnet18", "--hardware-config",
-               "local-avx2-2c", "--trials", "6", "--round-trials", "3", "--first-round-trials", "2",
-               "--chunk-trials", "3", "--fine-tune-every", "2", "--epochs", "1", "--tasks", "mean,max_pool2d",
+               "local-avx2-2c", "--trials", "7", "--round-trials", "3", "--first-round-trials", "2",
+               "--chunk-trials", "3", "--fine-tune-every", "2", "--epochs", "1", "--tasks", "mean,max_pool2d,fused_batch_norm_relu",
                "--population", "16", "--genetic-iters", "1", "--skip-end-to-end", "--out", str(out)]
     state = out / "xgb" / "state.json"
     log = tmp_path / "first-run.log"
@@ -338,7 +339,7 @@ def test_tune_compare_on_two_tasks_resumes_after_a_kill_and_reports_time_fractio
         os.killpg(proc.pid, signal.SIGKILL)  # the whole group: TVM's builder and runner workers too
         proc.wait(timeout=30)
     killed_at = json.loads(state.read_text())["trials"]
-    assert 3 <= killed_at < 6
+    assert 3 <= killed_at < 7
     with open(out / "xgb" / "database_tuning_record.json", "ab") as stream:
         stream.write(b'[0, [[[["GetSBlock", [], ["conv')  # a record cut short by the kill
     again = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=900)
@@ -346,24 +347,27 @@ def test_tune_compare_on_two_tasks_resumes_after_a_kill_and_reports_time_fractio
     reused = int(re.search(r"xgb: re-using (\d+) trials", again.stdout).group(1))
     assert reused >= killed_at
     assert "re-using the pre-trained crossfeat" in again.stdout  # trained before the kill, not again
-    assert "crosstune: tuning with the baseline's budget of 6 trials" in again.stdout
+    assert "crosstune: tuning with the baseline's budget of 7 trials" in again.stdout
     assert "reach xgb final" in again.stdout  # the table
     report = json.loads((out / "tune-compare.json").read_text())
     assert (out / "tune-compare-curve.png").stat().st_size > 10_000
     runs = report["runs"]
     assert list(runs) == ["xgb", "crosstune", "random"]
     baseline = runs["xgb"]
-    assert baseline["trials"] == report["budget_trials"] == 6 and runs["random"]["trials"] == 6
+    assert baseline["trials"] == report["budget_trials"] == 7 and runs["random"]["trials"] == 7
     assert baseline["trials_reused"] == reused and len(baseline["sessions"]) == 2
-    assert baseline["curve"][-1]["trials"] == 6
-    assert 0 < runs["crosstune"]["trials"] <= 6  # early stop may leave some of the budget unused
+    assert baseline["curve"][-1]["trials"] == 7
+    assert 0 < runs["crosstune"]["trials"] <= 7  # early stop may leave some of the budget unused
     for run in runs.values():
-        assert {t["name"] for t in run["tasks"] if t["rounds"]} == {"mean", "max_pool2d"}
+        assert {t["name"] for t in run["tasks"] if t["rounds"]} == {"mean", "max_pool2d", "fused_batch_norm_relu"}
+        single = next(t for t in run["tasks"] if t["name"] == "fused_batch_norm_relu")
+        assert single["rounds"] == 1 and single["trials"] == 1 and single["stopped"]  # never searched again
         assert np.isfinite(run["best_estimated_latency_ms"])
         assert {"fraction_to_reach_baseline_final", "fraction_to_within_5pct", "trials_to_within_5pct"} <= set(run)
         assert run["time_split_seconds"]["build"] > 0 and len(run["sessions"][0]["loadavg_start"]) == 3
     assert 0 < baseline["fraction_to_reach_baseline_final"] <= 1  # at the latest when it ends
     ours = runs["crosstune"]
-    assert ours["curve"][0]["trials"] == 2  # small first round: 2 programs, not the round's 3
+    assert [c["trials"] for c in ours["curve"][:2]] == [1, 3]  # one program, then a small first round of 2
+    assert [t["stopped"] for t in ours["tasks"] if t["name"] == "fused_batch_norm_relu"] == ["its one program is measured"]
     assert ours["cost_model_seconds"]["fine_tunes"] >= 1 and ours["cost_model_seconds"]["failures"] == 0
     assert ours["cost_model_seconds"]["fine_tune"] > 0
