@@ -286,6 +286,7 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
 
 def test_convergence_rule_and_the_two_task_choices():
     from crosstune.tvm.rounds import Arm, converged, estimated_latency_ms
+    from crosstune.tvm.tune_compare import seconds_on_tasks
 
     def curve(points):
         return [{"trials": t, "seconds": float(t), "estimated_latency_ms": ms} for t, ms in points]
@@ -301,6 +302,10 @@ def test_convergence_rule_and_the_two_task_choices():
     assert np.isnan(estimated_latency_ms(tasks))  # a task without a measured program: no network estimate
     tasks[1]["best_seconds"] = 4e-3
     assert estimated_latency_ms(tasks) == pytest.approx(6.0)
+    rounds = [{"seconds": 10.0, "task": "a"}, {"seconds": 25.0, "task": "b"},
+              {"seconds": 30.0, "task": None},  # trials of a round a kill interrupted, counted on restart
+              {"seconds": 37.0, "task": "b"}, {"seconds": 40.0, "task": "a"}]
+    assert seconds_on_tasks(rounds, {"b"}) == pytest.approx(22.0)  # 15 s + 7 s
 
 
 def test_tune_compare_refuses_bad_options_with_one_line(capsys):
@@ -366,6 +371,7 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
         assert {"fraction_to_reach_baseline_final", "fraction_to_within_5pct", "trials_to_within_5pct"} <= set(run)
         assert run["time_split_seconds"]["build"] > 0 and len(run["sessions"][0]["loadavg_start"]) == 3
     assert 0 < baseline["fraction_to_reach_baseline_final"] <= 1  # at the latest when it ends
+    assert 0 < baseline["one_program_task_seconds"] < baseline["tuning_seconds"]
     ours = runs["crosstune"]
     assert [c["trials"] for c in ours["curve"][:2]] == [1, 3]  # one program, then a small first round of 2
     assert [t["stopped"] for t in ours["tasks"] if t["name"] == "fused_batch_norm_relu"] == ["its one program is measured"]

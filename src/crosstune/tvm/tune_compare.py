@@ -122,6 +122,17 @@ def first_reach(curve: list[dict], latency_ms: float) -> dict:
     return {"seconds": float("nan"), "trials": float("nan")}
 
 
+def seconds_on_tasks(curve: list[dict], names: set[str]) -> float:
+    """Tuning seconds an arm spent in rounds of the named tasks (a round's time: from the curve's
+    previous point to its own; the curve's seconds count tuning time only, across sessions)."""
+    spent, before = 0.0, 0.0
+    for point in curve:
+        if point.get("task") in names:
+            spent += point["seconds"] - before
+        before = point["seconds"]
+    return spent
+
+
 def final_estimate(curve: list[dict]) -> float:
     finite = [c["estimated_latency_ms"] for c in curve if np.isfinite(c["estimated_latency_ms"])]
     return min(finite) if finite else float("nan")
@@ -196,6 +207,7 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
     for name, current in arms.items():
         st = current.state
         reach, within = first_reach(st["curve"], final), first_reach(st["curve"], final * (1 + WITHIN))
+        one_program = {t["name"] for i, t in enumerate(st["tasks"]) if current.one_program(i)}
         e2e = st["end_to_end"] or {}
         runs[name] = {
             "settings": st["settings"], "trials": st["trials"], "rounds": st["rounds"],
@@ -209,6 +221,8 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
             "fraction_to_reach_baseline_final": reach["seconds"] / base_seconds if base_seconds else float("nan"),
             "seconds_to_within_5pct": within["seconds"], "trials_to_within_5pct": within["trials"],
             "fraction_to_within_5pct": within["seconds"] / base_seconds if base_seconds else float("nan"),
+            # scheduler time, not the model's: what the one-program-tasks option saves (see rounds.py)
+            "one_program_task_seconds": seconds_on_tasks(st["curve"], one_program),
             "time_split_seconds": current.time_split(), "cost_model_seconds": st["cost_model_seconds"],
             "profile_seconds": st["profile_seconds"], "sessions": st["sessions"],
             "tasks": [{k: t[k] for k in ("name", "weight", "rounds", "trials", "best_seconds", "stopped")}
@@ -254,6 +268,11 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
     print_fn(f"xgb's final estimated latency {summary['baseline_final_estimated_latency_ms']:.3f} ms after "
              f"{summary['budget_trials']} trials, {summary['baseline_tuning_seconds']:.0f} s "
              f"({summary['runs']['xgb']['stop_reason']}); fractions are of that time")
+    for name, r in summary["runs"].items():
+        if r["one_program_task_seconds"] > 0:
+            print_fn(f"{name} spent {r['one_program_task_seconds']:.0f} s "
+                     f"({r['one_program_task_seconds'] / max(r['tuning_seconds'], 1e-9):.0%}) on rounds of tasks with "
+                     "one possible program (search overhead the one-program-tasks option removes)")
     atomic_write_text(s.out / "tune-compare.json", json.dumps(summary, indent=1, default=float))
     final = summary["baseline_final_estimated_latency_ms"]
     plot_curves({name: r["curve"] for name, r in summary["runs"].items()}, s.out / "tune-compare-curve.png",
@@ -261,4 +280,4 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
                 {"xgb final": final, "xgb final + 5%": final * (1 + WITHIN)})
 
 
-__all__ = ["ARMS", "CompareSettings", "crosstune_arm_name", "first_reach", "tune_compare"]
+__all__ = ["ARMS", "CompareSettings", "crosstune_arm_name", "first_reach", "seconds_on_tasks", "tune_compare"]
