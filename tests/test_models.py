@@ -380,9 +380,11 @@ def test_unseen_hardware_nearest_scores_a_new_machine_as_its_nearest_training_ma
     train_rows, test_rows = split[0].train[:50], split[0].test[:50]
     (k80_vector,) = model.hardware_seen.values()  # trained on the K80 alone
     k80 = normalised_hardware([k80_vector], model.normalizer)[0]
-    own_test, own_train = model.predict(tiny.select(test_rows)), model.predict(tiny.select(train_rows))
+    assert model.config.unseen_hardware == "similar"  # the default
+    own = model.with_unseen_hardware("own")
+    own_test, own_train = own.predict(tiny.select(test_rows)), own.predict(tiny.select(train_rows))
     mixed = model.with_unseen_hardware("nearest")
-    assert model.config.unseen_hardware == "own"  # the loaded model is left as it was
+    assert model.config.unseen_hardware == "similar" and own.config.unseen_hardware == "own"  # variants only
     with pytest.raises(CrosstuneError, match="must be one of"):
         model.with_unseen_hardware("closest")
     with pytest.raises(CrosstuneError, match="no hardware token"):
