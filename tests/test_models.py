@@ -330,10 +330,11 @@ def test_factor_twos_count_powers_of_two_of_whole_factors_only():
 
 
 def test_crossfeat_saved_before_the_program_reading_settings_loads_as_trained(tiny, split, tmp_path):
-    """A model directory written before flat_tokens / category_scaled_args / factor_twos existed has
-    none of them in its config: it loads with them off (how it was trained), whatever today's default."""
-    off = {"flat_tokens": 0, "category_scaled_args": False, "factor_twos": False}
-    model = create_model("crossfeat", TrainConfig(epochs=1, architecture={"factor_twos": False}))
+    """A model directory written before flat_tokens / category_scaled_args / factor_twos / unseen_hardware
+    existed has none of them in its config: it loads with them off, or with its own hardware token for an
+    unseen machine (how it was trained and evaluated), whatever today's default."""
+    off = {"flat_tokens": 0, "category_scaled_args": False, "factor_twos": False, "unseen_hardware": "own"}
+    model = create_model("crossfeat", TrainConfig(epochs=1, architecture={"factor_twos": False, "unseen_hardware": "own"}))
     model.fit(tiny.select(split[0].train))
     model.save(tmp_path / "old")
     config = json.loads((tmp_path / "old" / "config.json").read_text())

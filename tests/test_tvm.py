@@ -308,6 +308,19 @@ def test_convergence_rule_and_the_two_task_choices():
     assert seconds_on_tasks(rounds, {"b"}) == pytest.approx(22.0)  # 15 s + 7 s
 
 
+def test_a_round_that_finds_at_most_half_the_programs_asked_for_stops_its_task():
+    from crosstune.tvm.rounds import exhaustion_stop
+
+    assert exhaustion_stop(33, 64, True, False) is None  # more than half: the space still gives
+    assert exhaustion_stop(32, 64, True, False) == "search space exhausted"
+    assert exhaustion_stop(0, 64, False, False) == "search space exhausted"
+    assert exhaustion_stop(1, 1, True, False) is None  # a 1-trial round that got its program
+    assert exhaustion_stop(1, 1, True, True) == "its one program is measured"
+    assert exhaustion_stop(1, 64, False, True) == "its one program failed to build or run"
+    assert "failed" in exhaustion_stop(3, 64, False, False)  # says why the estimate stays undefined
+    assert exhaustion_stop(40, 64, False, False) is None  # many failures, but the search still gives
+
+
 def test_tune_compare_refuses_bad_options_with_one_line(capsys):
     from crosstune.cli import main
 

@@ -142,8 +142,10 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=number(0.0, 10.0, closed_low=False), default=None,
                    help="learning rate, in (0, 10] (default: the model's own; 7e-4 for tlp)")
     p.add_argument("--arch", type=parse_settings, default={}, metavar="NAME=VALUE,...",
-                   help="override the model's architecture, e.g. d_model=32,layers=1,heads=2 for crossfeat "
-                        "(in compare, each setting goes to the models that have it)")
+                   help="override the model's architecture, e.g. d_model=32,layers=1,heads=2 for crossfeat, or "
+                        "unseen_hardware=own (score an unseen machine with its own descriptor instead of the "
+                        "training machines' tokens mixed by similarity); in compare, each setting goes to the "
+                        "models that have it")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -605,11 +607,14 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--fine-tune-every", type=COUNT, default=64,
                    help="fine-tune the crosstune model on the run's own measurements every N of them (0: never)")
     p.add_argument("--head-start", default=",".join(HEAD_START_OPTIONS),
-                   help="the crosstune arm's options, of " + ",".join(HEAD_START_OPTIONS) + ", or none (default: all)")
+                   help="the crosstune arm's options, of " + ",".join(HEAD_START_OPTIONS) + ", or none (default: all): "
+                        "16 programs in a task's first round; one 1-trial round for a task with one possible program; "
+                        "rounds to the tasks that weigh most; stop a task when the model sees little left to gain")
     p.add_argument("--first-round-trials", type=POSITIVE_INT, default=16, help="first round of a task with small-first-round")
     p.add_argument("--round-trials", type=POSITIVE_INT, default=64, help="programs per round (MetaSchedule's default)")
     p.add_argument("--tasks", default=None, help="tune only these tasks (comma-separated MetaSchedule task names; default: all)")
-    p.add_argument("--population", type=POSITIVE_INT, default=512, help="evolutionary search population (MetaSchedule's default)")
+    p.add_argument("--population", type=POSITIVE_INT, default=512, help="evolutionary search population (MetaSchedule's default; "
+                        "well below --round-trials, a round cannot find enough programs and its task stops)")
     p.add_argument("--genetic-iters", type=POSITIVE_INT, default=4, help="evolutionary search iterations (MetaSchedule's default)")
     p.add_argument("--skip-end-to-end", action="store_true", help="do not compile and time the network per arm")
     p.add_argument("--seed", type=SEED, default=0, help="random seed")

@@ -37,6 +37,22 @@ EARLY_STOP_GAIN = 0.01  # a task whose last round gained < 1% ...
 EARLY_STOP_MIN_ROUNDS = 2  # ... after at least this many rounds, and whose model sees nothing better, stops
 
 
+def exhaustion_stop(measured: int, size: int, any_latency: bool, one_program: bool) -> str | None:
+    """Why a task stops after a round that asked for ``size`` programs and got ``measured`` (``any_latency``:
+    at least one of them ran), or None to go on. A search that found at most half the new programs asked
+    for has (nearly) exhausted the space: another round would spend a minute of search to re-measure the
+    same few programs (a task with one possible schedule, e.g. a fused elementwise op, got a round again
+    and again). MetaSchedule hands failed builds and runs to the callback too, so ``measured`` counts
+    what the search proposed, not what ran."""
+    if measured and one_program:
+        return "its one program is measured" if any_latency else "its one program failed to build or run"
+    if measured <= size // 2:
+        if measured and not any_latency:
+            return "search space exhausted (every program of its last round failed to build or run)"
+        return "search space exhausted"
+    return None
+
+
 @dataclass
 class SearchSettings:
     """MetaSchedule's EvolutionarySearch settings (its defaults; tests shrink them)."""
@@ -314,14 +330,9 @@ class Arm:
         task["history"].append(task["best_seconds"])
         self.state["trials"] += measured
         self.state["rounds"] += 1
-        if measured and "one-program-tasks" in self.settings.head_start and self.one_program(index):
-            task["stopped"] = "its one program is measured"
-        elif measured <= size // 2:
-            # the search found at most half the new programs asked for: the space is (nearly) exhausted,
-            # and another round would spend a minute of search to re-measure the same few programs (a
-            # task with one possible schedule, e.g. a fused elementwise op, got a round again and again)
-            task["stopped"] = "search space exhausted"
-        elif "early-stop" in self.settings.head_start and self._little_left(task, index):
+        one_program = "one-program-tasks" in self.settings.head_start and self.one_program(index)
+        task["stopped"] = exhaustion_stop(measured, size, bool(latencies), one_program)
+        if task["stopped"] is None and "early-stop" in self.settings.head_start and self._little_left(task, index):
             task["stopped"] = "model predicts little left to gain"
         self._account_cost_model()
         self.state["curve"].append({"seconds": self.elapsed(), "trials": self.state["trials"],

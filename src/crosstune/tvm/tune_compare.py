@@ -221,7 +221,7 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
             "fraction_to_reach_baseline_final": reach["seconds"] / base_seconds if base_seconds else float("nan"),
             "seconds_to_within_5pct": within["seconds"], "trials_to_within_5pct": within["trials"],
             "fraction_to_within_5pct": within["seconds"] / base_seconds if base_seconds else float("nan"),
-            # scheduler time, not the model's: what the one-program-tasks option saves (see rounds.py)
+            # the whole of those rounds (search, build, run, model calls): what one-program-tasks cuts (rounds.py)
             "one_program_task_seconds": seconds_on_tasks(st["curve"], one_program),
             "time_split_seconds": current.time_split(), "cost_model_seconds": st["cost_model_seconds"],
             "profile_seconds": st["profile_seconds"], "sessions": st["sessions"],
@@ -270,9 +270,11 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
              f"({summary['runs']['xgb']['stop_reason']}); fractions are of that time")
     for name, r in summary["runs"].items():
         if r["one_program_task_seconds"] > 0:
+            how = ("one 1-trial round each: the one-program-tasks option" if "one-program-tasks" in r["settings"]["head_start"]
+                   else "a full round's search for one program; the one-program-tasks option asks for 1 trial")
             print_fn(f"{name} spent {r['one_program_task_seconds']:.0f} s "
                      f"({r['one_program_task_seconds'] / max(r['tuning_seconds'], 1e-9):.0%}) on rounds of tasks with "
-                     "one possible program (search overhead the one-program-tasks option removes)")
+                     f"one possible program ({how})")
     atomic_write_text(s.out / "tune-compare.json", json.dumps(summary, indent=1, default=float))
     final = summary["baseline_final_estimated_latency_ms"]
     plot_curves({name: r["curve"] for name, r in summary["runs"].items()}, s.out / "tune-compare-curve.png",
