@@ -286,7 +286,7 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
 
 def test_convergence_rule_and_the_two_task_choices():
     from crosstune.tvm.rounds import Arm, converged, estimated_latency_ms
-    from crosstune.tvm.tune_compare import seconds_on_tasks
+    from crosstune.tvm.tune_compare import _fraction_without, seconds_on_tasks
 
     def curve(points):
         return [{"trials": t, "seconds": float(t), "estimated_latency_ms": ms} for t, ms in points]
@@ -306,6 +306,9 @@ def test_convergence_rule_and_the_two_task_choices():
               {"seconds": 30.0, "task": None},  # trials of a round a kill interrupted, counted on restart
               {"seconds": 37.0, "task": "b"}, {"seconds": 40.0, "task": "a"}]
     assert seconds_on_tasks(rounds, {"b"}) == pytest.approx(22.0)  # 15 s + 7 s
+    assert seconds_on_tasks(rounds, {"b"}, until=30.0) == pytest.approx(15.0)  # the round ending at 37 s not yet
+    assert _fraction_without(37.0, rounds, {"b"}, 100.0, 50.0) == pytest.approx((37 - 22) / 50)
+    assert np.isnan(_fraction_without(float("nan"), rounds, {"b"}, 100.0, 50.0))  # never reached
 
 
 def test_a_round_that_finds_at_most_half_the_programs_asked_for_stops_its_task():

@@ -122,15 +122,26 @@ def first_reach(curve: list[dict], latency_ms: float) -> dict:
     return {"seconds": float("nan"), "trials": float("nan")}
 
 
-def seconds_on_tasks(curve: list[dict], names: set[str]) -> float:
-    """Tuning seconds an arm spent in rounds of the named tasks (a round's time: from the curve's
-    previous point to its own; the curve's seconds count tuning time only, across sessions)."""
+def seconds_on_tasks(curve: list[dict], names: set[str], until: float = float("inf")) -> float:
+    """Tuning seconds an arm spent in rounds of the named tasks up to its ``until``-th second (a round's
+    time: from the curve's previous point to its own; the curve's seconds count tuning time only, across
+    sessions)."""
     spent, before = 0.0, 0.0
     for point in curve:
+        if point["seconds"] > until:
+            break
         if point.get("task") in names:
             spent += point["seconds"] - before
         before = point["seconds"]
     return spent
+
+
+def _fraction_without(seconds: float, curve: list[dict], names: set[str], base_seconds: float,
+                      base_names_seconds: float) -> float:
+    """``seconds`` of an arm as a fraction of the baseline's time, the rounds of ``names`` left out of both."""
+    if not np.isfinite(seconds) or base_seconds <= base_names_seconds:
+        return float("nan")
+    return (seconds - seconds_on_tasks(curve, names, seconds)) / (base_seconds - base_names_seconds)
 
 
 def final_estimate(curve: list[dict]) -> float:
@@ -203,6 +214,8 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
     baseline = arms["xgb"].state
     final = final_estimate(baseline["curve"])
     base_seconds = baseline["tuning_seconds"]
+    base_one_program = seconds_on_tasks(baseline["curve"], {t["name"] for i, t in enumerate(baseline["tasks"])
+                                                            if arms["xgb"].one_program(i)})
     runs = {}
     for name, current in arms.items():
         st = current.state
@@ -223,6 +236,11 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
             "fraction_to_within_5pct": within["seconds"] / base_seconds if base_seconds else float("nan"),
             # the whole of those rounds (search, build, run, model calls): what one-program-tasks cuts (rounds.py)
             "one_program_task_seconds": seconds_on_tasks(st["curve"], one_program),
+            # the same fractions with those rounds left out of both arms: what the model, not the scheduler, gained
+            "fraction_to_reach_baseline_final_without_one_program_tasks": _fraction_without(
+                reach["seconds"], st["curve"], one_program, base_seconds, base_one_program),
+            "fraction_to_within_5pct_without_one_program_tasks": _fraction_without(
+                within["seconds"], st["curve"], one_program, base_seconds, base_one_program),
             "time_split_seconds": current.time_split(), "cost_model_seconds": st["cost_model_seconds"],
             "profile_seconds": st["profile_seconds"], "sessions": st["sessions"],
             "tasks": [{k: t[k] for k in ("name", "weight", "rounds", "trials", "best_seconds", "stopped")}
@@ -275,6 +293,10 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
             print_fn(f"{name} spent {r['one_program_task_seconds']:.0f} s "
                      f"({r['one_program_task_seconds'] / max(r['tuning_seconds'], 1e-9):.0%}) on rounds of tasks with "
                      f"one possible program ({how})")
+        if name != "xgb":
+            print_fn(f"{name}, those rounds left out of both arms: reaches xgb's final in "
+                     f"{_fmt(r['fraction_to_reach_baseline_final_without_one_program_tasks'], '.0%')} of xgb's time, "
+                     f"within 5% in {_fmt(r['fraction_to_within_5pct_without_one_program_tasks'], '.0%')}")
     atomic_write_text(s.out / "tune-compare.json", json.dumps(summary, indent=1, default=float))
     final = summary["baseline_final_estimated_latency_ms"]
     plot_curves({name: r["curve"] for name, r in summary["runs"].items()}, s.out / "tune-compare-curve.png",
