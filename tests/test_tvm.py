@@ -298,6 +298,11 @@ def test_convergence_rule_and_the_two_task_choices():
     light = {"weight": 1.0, "history": [1e-3, 0.9e-3]}
     assert Arm._weighted_score(heavy) > Arm._weighted_score(light)
     assert Arm._gradient_score(heavy) > Arm._gradient_score(light)
+    stalled_once = {"weight": 3.0, "history": [3e-3, 2e-3, 2e-3]}
+    stalled_long = {"weight": 3.0, "history": [3e-3, 2e-3, 2e-3, 2e-3, 2e-3, 2e-3]}
+    lighter = {"weight": 2.5, "history": [3e-3, 2e-3, 2e-3]}
+    assert Arm._weighted_score(stalled_once) > Arm._weighted_score(lighter)  # one stall: the heavier first
+    assert Arm._weighted_score(stalled_long) < Arm._weighted_score(lighter)  # not round after round
     tasks = [{"weight": 2.0, "best_seconds": 1e-3}, {"weight": 1.0, "best_seconds": None}]
     assert np.isnan(estimated_latency_ms(tasks))  # a task without a measured program: no network estimate
     tasks[1]["best_seconds"] = 4e-3

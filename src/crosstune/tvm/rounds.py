@@ -33,6 +33,7 @@ from .convert import plain
 
 HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop")
 GRADIENT_ALPHA, GRADIENT_WINDOW = 0.2, 3  # MetaSchedule's gradient task scheduler defaults
+STALL_FLOOR = 0.02  # weighted-rounds: the gain a task that stalled once is still credited with
 EARLY_STOP_GAIN = 0.01  # a task whose last round gained < 1% ...
 EARLY_STOP_MIN_ROUNDS = 2  # ... after at least this many rounds, and whose model sees nothing better, stops
 
@@ -259,14 +260,20 @@ class Arm:
 
     @staticmethod
     def _weighted_score(task: dict) -> float:
-        """The task's share of the network (weight × best latency) times the gain its last round made
-        (at least 2%, so a task that stalled once is not starved): rounds go where the network's time is
-        and where it still moves."""
+        """The task's share of the network (weight × best latency) times the gain its last round made:
+        rounds go where the network's time is and where it still moves. A round without gain is not the
+        end (a floor of 2%, so a task that stalled once is not starved), but the floor halves with every
+        further round without gain: with a fixed floor the heaviest task won every round once all had
+        stalled (ResNet-18's conv2d9 got its last 36 rounds in a row, 2,273 trials and 3,493 s, 60% of the
+        arm's time, without a gain, while conv2d3, almost as heavy, had 2)."""
         history = [h for h in task["history"] if h is not None]
         if not history:
             return float("inf")  # no program ran yet: the estimate needs one
         gain = (history[-2] - history[-1]) / history[-2] if len(history) >= 2 else 0.5
-        return task["weight"] * history[-1] * max(gain, 0.02)
+        stalled = 0
+        while stalled + 1 < len(history) and history[-2 - stalled] <= history[-1 - stalled]:
+            stalled += 1
+        return task["weight"] * history[-1] * max(gain, STALL_FLOOR * 0.5 ** max(stalled - 1, 0))
 
     def round_size(self, index: int, budget: int) -> int:
         task = self.state["tasks"][index]
