@@ -114,6 +114,12 @@ def _pretrained_model(s: CompareSettings, print_fn) -> tuple[str, dict]:
     return str(model_dir), info
 
 
+# ResNet-18's XGBoost arm timed 90.4 ms in its run and 50.5-57.7 ms in a fresh process (docs/BENCHMARKS.md)
+COMPILED_NOTE = ("compiled latencies are timed in the tuning process at the end of each arm, at that time's load "
+                 "and VM speed; to compare arms, time them together in a fresh process "
+                 "(benchmarks/end_to_end_arms.py, both orders)")
+
+
 def first_reach(curve: list[dict], latency_ms: float) -> dict:
     """Wall seconds and trials at which a curve first reaches ``latency_ms`` (NaN if never)."""
     for point in curve:
@@ -255,7 +261,8 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
         "baseline_tuning_seconds": base_seconds,
         "notes": ["fractions are of the baseline's tuning wall time and exclude the crosstune model's "
                   "pre-training (done once, offline, on other hardware); see pretrain.seconds",
-                  "estimated latency = Σ task weight × best measured task latency over the tuned tasks"],
+                  "estimated latency = Σ task weight × best measured task latency over the tuned tasks",
+                  COMPILED_NOTE],
         "runs": runs,
     }
 
@@ -286,6 +293,8 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
     print_fn(f"xgb's final estimated latency {summary['baseline_final_estimated_latency_ms']:.3f} ms after "
              f"{summary['budget_trials']} trials, {summary['baseline_tuning_seconds']:.0f} s "
              f"({summary['runs']['xgb']['stop_reason']}); fractions are of that time")
+    if any(np.isfinite(r["latency_ms"]) for r in summary["runs"].values()):
+        print_fn("compiled ms: " + COMPILED_NOTE)
     for name, r in summary["runs"].items():
         if r["one_program_task_seconds"] > 0:
             how = ("one 1-trial round each: the one-program-tasks option" if "one-program-tasks" in r["settings"]["head_start"]
