@@ -220,13 +220,13 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
     baseline = arms["xgb"].state
     final = final_estimate(baseline["curve"])
     base_seconds = baseline["tuning_seconds"]
-    base_one_program = seconds_on_tasks(baseline["curve"], {t["name"] for i, t in enumerate(baseline["tasks"])
-                                                            if arms["xgb"].one_program(i)})
+    # every arm tunes the same tasks: their design spaces are generated once, for the baseline's
+    one_program = {t["name"] for i, t in enumerate(baseline["tasks"]) if arms["xgb"].one_program(i)}
+    base_one_program = seconds_on_tasks(baseline["curve"], one_program)
     runs = {}
     for name, current in arms.items():
         st = current.state
         reach, within = first_reach(st["curve"], final), first_reach(st["curve"], final * (1 + WITHIN))
-        one_program = {t["name"] for i, t in enumerate(st["tasks"]) if current.one_program(i)}
         e2e = st["end_to_end"] or {}
         runs[name] = {
             "settings": st["settings"], "trials": st["trials"], "rounds": st["rounds"],
