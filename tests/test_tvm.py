@@ -282,6 +282,47 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
     assert saved["output_matches"], saved["output_max_abs_error"]
     assert saved["latency_ms"] > 0 and saved["pytorch_latency_ms"] > 0 and saved["trials"] >= 1
     assert (tmp_path / "run" / "tune-curve.png").is_file()
+    # tune-compare's fair timing of arms (a fresh process, interleaved rounds) on the same database
+    from crosstune.tvm.arm_timing import main as time_arms_main
+
+    assert time_arms_main([str(tmp_path), "run", "--network", "bert_layer", "--hardware-config", "local-sse-1c",
+                           "--rounds", "2", "--json", str(tmp_path / "timing.json")]) == 0
+    timing = json.loads((tmp_path / "timing.json").read_text())
+    arm = timing["arms"]["run"]
+    assert arm["output_matches"] and len(arm["latency_ms_rounds"]) == 2 and arm["latency_ms"] > 0
+    assert arm["pytorch_latency_ms"] > 0 and len(timing["loadavg_end"]) == 3
+    assert time_arms_main([str(tmp_path), "run", "missing", "--network", "bert_layer", "--hardware-config",
+                           "local-sse-1c", "--json", str(tmp_path / "t2.json")]) == 2
+    assert "no tuning database for missing" in capsys.readouterr().err
+
+
+def test_a_configuration_of_another_cpu_is_scored_as_unseen_hardware(ms_model):
+    """local-sse-1c is a name every CPU has: the trained descriptor stands for the same CPU measured on
+    another day, not for another vendor's chip under that name."""
+    from dataclasses import replace
+
+    from crosstune.tvm.costmodel import scoring_descriptor
+
+    trained = ms_model.hardware_descriptor("local-sse-1c")
+    assert scoring_descriptor(ms_model, "local-sse-1c", trained) == (trained, None)
+    another_day = replace(trained, mem_bandwidth_gbs=trained.mem_bandwidth_gbs * 2)
+    used, note = scoring_descriptor(ms_model, "local-sse-1c", another_day)
+    assert used == trained and "the descriptor the model was trained with" in note
+    other_cpu = replace(trained, vendor="OtherVendor", arch="Other CPU 9000")
+    used, note = scoring_descriptor(ms_model, "local-sse-1c", other_cpu)
+    assert used == other_cpu and "another CPU" in note and "Other CPU 9000" in note
+    assert scoring_descriptor(ms_model, "local-avx2-2c", other_cpu) == (other_cpu, None)  # never trained on
+
+
+def test_an_unfinished_arm_goes_on_only_on_the_machine_it_was_tuned_on():
+    from crosstune.tvm.rounds import other_machine, this_machine
+
+    here = this_machine()
+    assert other_machine([], here) is None
+    assert other_machine([{"loadavg_start": [0.1]}], here) is None  # from before machines were recorded
+    assert other_machine([{"machine": here}], here) is None
+    why = other_machine([{"machine": "GenuineIntel Xeon"}], here)
+    assert "GenuineIntel Xeon" in why and here in why
 
 
 def test_convergence_rule_and_the_two_task_choices():
@@ -382,6 +423,10 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     baseline = runs["xgb"]
     assert baseline["trials"] == report["budget_trials"] == 7 and runs["random"]["trials"] == 7
     assert baseline["trials_reused"] == reused and len(baseline["sessions"]) == 2
+    from crosstune.tvm.rounds import this_machine
+
+    assert all(run["machines"] == [this_machine()] for run in runs.values())
+    assert f"tuned on {this_machine()}" in again.stdout
     assert baseline["curve"][-1]["trials"] == 7
     assert 0 < runs["crosstune"]["trials"] <= 7  # early stop may leave some of the budget unused
     for run in runs.values():

@@ -616,7 +616,7 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--population", type=POSITIVE_INT, default=512, help="evolutionary search population (MetaSchedule's default; "
                         "well below --round-trials, a round cannot find enough programs and its task stops)")
     p.add_argument("--genetic-iters", type=POSITIVE_INT, default=4, help="evolutionary search iterations (MetaSchedule's default)")
-    p.add_argument("--skip-end-to-end", action="store_true", help="do not compile and time the network per arm")
+    p.add_argument("--skip-end-to-end", action="store_true", help="do not compile, check and time the tuned networks (done once every arm has finished, in a fresh process, arms interleaved)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed")
 
     def run(args: argparse.Namespace) -> int:

@@ -24,6 +24,23 @@ from .convert import operator_of, plain, programs_dataset
 log = logging.getLogger("crosstune.tvm.costmodel")
 
 
+def scoring_descriptor(model: CostModel, config_name: str, here: HardwareSpec) -> tuple[HardwareSpec, str | None]:
+    """The descriptor a model scores ``config_name`` on this machine with, and a note when it is not simply
+    this machine's own.
+
+    A local configuration is a name (``local-avx2-2c``) that every CPU has. The same CPU measured afresh
+    need not match to the digit what the model learned (memory bandwidth moves between days): then the
+    model's own descriptor, which its hardware token was trained on. Another CPU under the same name
+    (vendor or model differ) is other hardware: then this machine's descriptor, unseen by the model."""
+    trained = model.hardware_descriptor(config_name)
+    if trained is None or trained == here:
+        return here, None
+    if (trained.vendor, trained.arch) != (here.vendor, here.arch):
+        return here, (f"{config_name}: the model's descriptor of that name is another CPU ({trained.vendor} "
+                      f"{trained.arch}); this one ({here.vendor} {here.arch}) is scored as unseen hardware")
+    return trained, f"{config_name}: using the descriptor the model was trained with"
+
+
 def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: int = 0):
     """A ``PyCostModel`` subclass instance wrapping ``model`` (TVM imported lazily)."""
     from tvm.ir.utils import derived_object

@@ -80,6 +80,24 @@ class ArmSettings:
         return asdict(self)
 
 
+def this_machine() -> str:
+    """The CPU a session tuned on, as vendor and model name."""
+    from ..hardware.local import detect_local
+
+    spec = detect_local()
+    return f"{spec.vendor} {spec.arch}"
+
+
+def other_machine(sessions: list[dict], here: str) -> str | None:
+    """Why an unfinished arm must not go on here: its earlier sessions tuned on another CPU, and one arm's
+    curve cannot mix two machines' times and latencies. None when it may (sessions from before machines
+    were recorded say nothing)."""
+    before = {x["machine"] for x in sessions if x.get("machine")}
+    if before and here not in before:
+        return f"this arm was tuned on {', '.join(sorted(before))}, and this machine is {here}"
+    return None
+
+
 def _loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -127,7 +145,11 @@ class Arm:
         # the clock runs only inside run_rounds: loading, compiling and reporting are not tuning time
         self.session_started: float | None = None
         self.elapsed_before = self.state["tuning_seconds"]
-        self.state["sessions"].append({"loadavg_start": _loadavg(), "reused_trials": self.reused_trials})
+        self.machine = this_machine()
+        if not self.state["done"]:
+            mismatch = other_machine(self.state["sessions"], self.machine)
+            if mismatch:
+                raise CrosstuneError(f"{self.dir}: {mismatch}; give it another --out")
         self.save()
 
     # ---------------------------------------------------------------- state, database, cost model
@@ -141,7 +163,6 @@ class Arm:
             "tasks": [{"name": name, "weight": float(w), "rounds": 0, "trials": 0, "best_seconds": None,
                        "history": [], "stopped": None}
                       for name, w in zip(self.settings.tasks, self.weights)],
-            "end_to_end": None,
         }
 
     def _load_state(self) -> dict:
@@ -209,13 +230,13 @@ class Arm:
                 cost_model.load(str(saved))  # its training data so far, so a restart does not start cold
             return cost_model, None, None
         from ..models import load_model
-        from .costmodel import make_cost_model
+        from .costmodel import make_cost_model, scoring_descriptor
 
         tuned = self.dir / "tuned-model"
         model = load_model(tuned if tuned.is_dir() else spec)
-        # the model scores with the descriptor it was trained with for this configuration, if any (this
-        # machine measured afresh need not match it to the digit)
-        hardware = model.hardware_descriptor(self.settings.hardware_config) or self.config.spec
+        hardware, note = scoring_descriptor(model, self.settings.hardware_config, self.config.spec)
+        if note:
+            self.print(note)
         adapter = make_cost_model(model, hardware, self.settings.fine_tune_every)
         return adapter, adapter, model
 
@@ -390,9 +411,9 @@ class Arm:
         """Tune until ``budget`` trials (or, with ``until_converged``, until the stop rule holds at a chunk's
         end), every task stopped, or the search has nothing left; state saved after every round."""
         if self.state["done"]:
-            self.state["sessions"][-1]["loadavg_end"] = _loadavg()
-            self.save()
-            return
+            return  # re-read for the report: not a tuning session
+        self.state["sessions"].append({"loadavg_start": _loadavg(), "reused_trials": self.reused_trials,
+                                       "machine": self.machine})
         self.session_started = time.perf_counter()
         chunk_end = self.state["trials"] + chunk_trials
         quiet = logging.getLogger("tvm.s_tir.meta_schedule")

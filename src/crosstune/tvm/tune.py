@@ -17,7 +17,8 @@ from ..atomic import write_text as atomic_write_text
 from ..errors import CrosstuneError
 from . import require_tvm
 from .measure import configuration, make_builder, make_runner, target_of
-from .networks import extract_network_tasks, get_network, network_instance
+from .compiled import CompiledNetwork
+from .networks import extract_network_tasks, get_network
 
 NUM_TRIALS_PER_ITER = 64
 
@@ -69,54 +70,14 @@ def _progress_callback(weights: list[float], curve: list[dict], started: float):
     return TuningCurve()
 
 
-SLOW_RUN_SECONDS = 0.5
-
-
 def end_to_end(database, mod, target, network: str, config) -> dict:
     """Compile the network with the database's best programs, check its output against PyTorch and time
     both on the configuration's cores: {latency_ms, pytorch_latency_ms, output_max_abs_error, output_matches}."""
-    import torch
-    import tvm
-    from tvm import relax
-    from tvm.s_tir import meta_schedule as ms
-
-    os.environ["TVM_NUM_THREADS"] = str(config.num_cores)  # read when this process's TVM thread pool starts
-    executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
-    device = tvm.cpu()
-    vm = relax.VirtualMachine(executable, device)
-    model, example = network_instance(network)
-    x = tvm.runtime.tensor(example.numpy(), device)
-    started = time.perf_counter()
-    out = vm["main"](x)
-    first_run = time.perf_counter() - started
-    out = out[0] if isinstance(out, (list, tuple)) or hasattr(out, "__getitem__") and not hasattr(out, "numpy") else out
-    with torch.no_grad():
-        reference = model(example)
-    reference = reference[0] if isinstance(reference, (list, tuple)) else reference
-    got = out.numpy()
-    result = {"output_max_abs_error": float(np.max(np.abs(got - reference.numpy()))),
-              "output_matches": bool(np.allclose(got, reference.numpy(), rtol=1e-3, atol=1e-3))}
-    # A network whose kernels are mostly untuned can take seconds per run (BERT's layer: 4.4 s on one
-    # core), where 5 x 5 runs would take minutes and say no more: then 3 single runs.
-    number, repeat = (5, 5) if first_run < SLOW_RUN_SECONDS else (1, 3)
-    timer = vm.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=100)
-    result["latency_ms"] = float(np.median(timer(x).results) * 1e3)
-    result["latency_runs"] = f"median of {repeat} x {number} run(s)"
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.num_cores)
-    times = []
-    try:
-        with torch.no_grad():
-            for _ in range(3):
-                model(example)
-            for _ in range(10):
-                start = time.perf_counter()
-                model(example)
-                times.append(time.perf_counter() - start)
-    finally:
-        torch.set_num_threads(threads)
-    result["pytorch_latency_ms"] = float(np.median(times) * 1e3)
-    return result
+    compiled = CompiledNetwork(database, mod, target, network, config.num_cores)
+    number, repeat = (1, 3) if compiled.slow else (5, 5)
+    return {**compiled.check, "latency_ms": float(np.median(compiled.time_tvm(number, repeat))),
+            "latency_runs": f"median of {repeat} x {number} run(s)",
+            "pytorch_latency_ms": float(np.median(compiled.time_pytorch(10)))}
 
 
 def tune_network(network: str, model_spec: str, trials: int, hardware_config: str, out: str | Path,
@@ -135,16 +96,13 @@ def tune_network(network: str, model_spec: str, trials: int, hardware_config: st
     cost_model, adapter = "xgb", None
     if model_spec != "xgb":
         from ..models import load_model
-        from .costmodel import make_cost_model
+        from .costmodel import make_cost_model, scoring_descriptor
 
         try:
             model = load_model(model_spec)
-            # This machine measured afresh need not match, to the digit, what the model learned for
-            # this configuration name; the model scores with the descriptor it was trained with.
-            trained_spec = model.hardware_descriptor(hardware_config)
-            if trained_spec is not None and trained_spec != config.spec:
-                notes.append(f"{hardware_config}: using the descriptor the model was trained with")
-            adapter = make_cost_model(model, trained_spec or config.spec, fine_tune_every)
+            hardware, note = scoring_descriptor(model, hardware_config, config.spec)
+            notes += [note] if note else []
+            adapter = make_cost_model(model, hardware, fine_tune_every)
             cost_model = adapter
         except CrosstuneError as err:
             if not fallback_xgb:

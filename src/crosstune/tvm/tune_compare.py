@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,8 +25,9 @@ from ..errors import CrosstuneError
 from . import require_tvm
 from .measure import configuration, make_builder, make_runner, target_of
 from .networks import extract_network_tasks, get_network
+from .arm_timing import ROUNDS
 from .rounds import HEAD_START_OPTIONS, Arm, ArmSettings, SearchSettings, converged
-from .tune import end_to_end, plot_curves
+from .tune import plot_curves
 
 ARMS = ("xgb", "crosstune", "random")
 WITHIN = 0.05  # "within 5% of the baseline's final latency"
@@ -114,10 +117,8 @@ def _pretrained_model(s: CompareSettings, print_fn) -> tuple[str, dict]:
     return str(model_dir), info
 
 
-# ResNet-18's XGBoost arm timed 90.4 ms in its run and 50.5-57.7 ms in a fresh process (docs/BENCHMARKS.md)
-COMPILED_NOTE = ("compiled latencies are timed in the tuning process at the end of each arm, at that time's load "
-                 "and VM speed; to compare arms, time them together in a fresh process "
-                 "(benchmarks/end_to_end_arms.py, both orders)")
+COMPILED_NOTE = (f"compiled latencies: every arm compiled in one fresh process after tuning and timed in "
+                 f"{ROUNDS} interleaved rounds (median), PyTorch eager beside each (arm_timing.py)")
 
 
 def first_reach(curve: list[dict], latency_ms: float) -> dict:
@@ -168,7 +169,7 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     target = target_of(config)
-    mod, extracted = extract_network_tasks(s.network, target)
+    _, extracted = extract_network_tasks(s.network, target)
     selected = _select_tasks(extracted, s.tasks)
     names = [t.task_name for t in selected]
     builder, runner = make_builder(), make_runner(config)
@@ -207,16 +208,33 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
         else:
             print_fn(f"{name}: tuning with the baseline's budget of {budget} trials")
             current.run_rounds(budget, s.chunk_trials, builder, runner)
-        if s.end_to_end and current.state["end_to_end"] is None:
-            print_fn(f"{name}: compiling {s.network} with the tuned programs and checking it against PyTorch")
-            current.state["end_to_end"] = end_to_end(current.database, mod, target, s.network, config)
-            current.save()
-    summary = _summary(s, arms, names, pretrain)
+    timing = _time_arms(s, list(arms), print_fn) if s.end_to_end else {}
+    summary = _summary(s, arms, names, pretrain, timing)
     _write_report(s, summary, arms, print_fn)
     return summary
 
 
-def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrain: dict) -> dict:
+def _time_arms(s: CompareSettings, names: list[str], print_fn) -> dict:
+    """Every arm's compiled network, timed in one fresh process (``arm_timing``); a rerun re-uses timings of
+    the same arms."""
+    path = s.out / "end-to-end.json"
+    if path.is_file():
+        timing = json.loads(path.read_text())
+        if list(timing["arms"]) == names:
+            return timing["arms"]
+    print_fn(f"compiling {s.network} with each arm's programs, checking it against PyTorch and timing the arms "
+             "in one fresh process, interleaved")
+    done = subprocess.run([sys.executable, "-m", "crosstune.tvm.arm_timing", str(s.out), *names, "--network", s.network,
+                           "--hardware-config", s.hardware_config, "--json", str(path)],
+                          capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        print_fn(f"  {line}")
+    if done.returncode != 0:
+        raise CrosstuneError(f"timing the compiled arms failed: {done.stderr.strip()[-1500:]}")
+    return json.loads(path.read_text())["arms"]
+
+
+def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrain: dict, timing: dict) -> dict:
     baseline = arms["xgb"].state
     final = final_estimate(baseline["curve"])
     base_seconds = baseline["tuning_seconds"]
@@ -227,7 +245,7 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
     for name, current in arms.items():
         st = current.state
         reach, within = first_reach(st["curve"], final), first_reach(st["curve"], final * (1 + WITHIN))
-        e2e = st["end_to_end"] or {}
+        e2e = timing.get(name, {})
         runs[name] = {
             "settings": st["settings"], "trials": st["trials"], "rounds": st["rounds"],
             "trials_reused": current.reused_trials, "tuning_seconds": st["tuning_seconds"],
@@ -249,6 +267,7 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
                 within["seconds"], st["curve"], one_program, base_seconds, base_one_program),
             "time_split_seconds": current.time_split(), "cost_model_seconds": st["cost_model_seconds"],
             "profile_seconds": st["profile_seconds"], "sessions": st["sessions"],
+            "machines": sorted({x["machine"] for x in st["sessions"] if x.get("machine")}),
             "tasks": [{k: t[k] for k in ("name", "weight", "rounds", "trials", "best_seconds", "stopped")}
                       for t in st["tasks"]],
             "curve": st["curve"],
@@ -293,6 +312,12 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
     print_fn(f"xgb's final estimated latency {summary['baseline_final_estimated_latency_ms']:.3f} ms after "
              f"{summary['budget_trials']} trials, {summary['baseline_tuning_seconds']:.0f} s "
              f"({summary['runs']['xgb']['stop_reason']}); fractions are of that time")
+    machines = {name: r["machines"] for name, r in summary["runs"].items()}
+    if len({tuple(m) for m in machines.values()}) > 1:
+        print_fn("the arms were tuned on different machines, so their times do not compare: "
+                 + "; ".join(f"{name}: {', '.join(m) or 'not recorded'}" for name, m in machines.items()))
+    elif machines["xgb"]:
+        print_fn(f"tuned on {', '.join(machines['xgb'])}")
     if any(np.isfinite(r["latency_ms"]) for r in summary["runs"].values()):
         print_fn("compiled ms: " + COMPILED_NOTE)
     for name, r in summary["runs"].items():

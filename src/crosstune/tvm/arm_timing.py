@@ -1,0 +1,95 @@
+"""Time tune-compare's arms fairly: every arm's compiled network in one fresh process, interleaved.
+
+Timing each arm at its own end, in the tuning process, measured the VM as much as the programs: ResNet-18's
+XGBoost arm timed 90.4 ms there and 50.5-57.7 ms in a fresh process; one database timed twice in a fresh
+process, arms in swapped order, differed by up to 43% (docs/BENCHMARKS.md). Here every arm is compiled and
+checked first, then timed in rounds that rotate which arm goes first, each round beside PyTorch eager, so a
+drift of the machine's speed falls on every arm alike. tune-compare runs this as a subprocess once every
+arm has finished:
+
+    python -m crosstune.tvm.arm_timing RUN xgb crosstune random --network resnet18 \
+        --hardware-config local-avx512-2c --json RUN/end-to-end.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROUNDS = 5
+
+
+def time_arms(run: Path, arms: list[str], network: str, hardware_config: str, rounds: int = ROUNDS,
+              print_fn=print) -> dict:
+    """{arm: {latency_ms (median over rounds), latency_ms_rounds, pytorch_latency_ms, output checks}, ...}"""
+    from tvm.s_tir import meta_schedule as ms
+
+    from .compiled import CompiledNetwork
+    from .measure import configuration, target_of
+    from .networks import extract_network_tasks
+
+    config = configuration(hardware_config)
+    os.environ["TVM_NUM_THREADS"] = str(config.num_cores)  # before TVM's thread pool starts
+    target = target_of(config)
+    mod, _ = extract_network_tasks(network, target)
+    compiled = {}
+    for arm in arms:
+        database = ms.database.JSONDatabase(str(run / arm / "database_workload.json"),
+                                            str(run / arm / "database_tuning_record.json"), allow_missing=False)
+        compiled[arm] = CompiledNetwork(database, mod, target, network, config.num_cores)
+        print_fn(f"{arm}: compiled, output {'matches' if compiled[arm].check['output_matches'] else 'DIFFERS'}")
+    slow = any(c.slow for c in compiled.values())
+    number = 1 if slow else 5
+    tvm_ms = {arm: [] for arm in arms}
+    eager_ms = {arm: [] for arm in arms}
+    for r in range(rounds):
+        order = arms[r % len(arms):] + arms[:r % len(arms)]
+        for arm in order:
+            tvm_ms[arm].append(float(np.median(compiled[arm].time_tvm(number, repeat=3))))
+            eager_ms[arm].append(float(np.median(compiled[arm].time_pytorch(5 if not slow else 1))))
+        print_fn(f"round {r + 1}/{rounds}: " + ", ".join(f"{a} {tvm_ms[a][-1]:.2f} ms" for a in arms))
+    out = {"network": network, "hardware_config": hardware_config, "rounds": rounds,
+           "runs_per_timing": f"median of 3 x {number} run(s) per arm per round; PyTorch eager beside it",
+           "arms": {}}
+    for arm in arms:
+        out["arms"][arm] = {**compiled[arm].check, "latency_ms": float(np.median(tvm_ms[arm])),
+                            "latency_ms_rounds": tvm_ms[arm], "pytorch_latency_ms": float(np.median(eager_ms[arm])),
+                            "pytorch_latency_ms_rounds": eager_ms[arm]}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..atomic import write_text as atomic_write_text
+    from ..errors import CrosstuneError
+
+    parser = argparse.ArgumentParser(prog="python -m crosstune.tvm.arm_timing", description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="a tune-compare --out folder")
+    parser.add_argument("arms", nargs="+", help="arm folders inside it")
+    parser.add_argument("--network", required=True)
+    parser.add_argument("--hardware-config", required=True)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--json", type=Path, required=True, help="where to write the timings")
+    args = parser.parse_args(argv)
+    missing = [a for a in args.arms if not (args.run / a / "database_tuning_record.json").is_file()]
+    if missing:
+        print(f"arm_timing: no tuning database for {', '.join(missing)} in {args.run}", file=sys.stderr)
+        return 2
+    load = list(os.getloadavg())
+    try:
+        out = time_arms(args.run, args.arms, args.network, args.hardware_config, args.rounds,
+                        print_fn=lambda *a: print(*a, flush=True))
+    except CrosstuneError as err:
+        print(f"arm_timing: {err}", file=sys.stderr)
+        return 2
+    out["loadavg_start"], out["loadavg_end"] = load, list(os.getloadavg())
+    atomic_write_text(args.json, json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
