@@ -315,14 +315,39 @@ def test_a_configuration_of_another_cpu_is_scored_as_unseen_hardware(ms_model):
 
 
 def test_an_unfinished_arm_goes_on_only_on_the_machine_it_was_tuned_on():
-    from crosstune.tvm.rounds import other_machine, this_machine
+    from crosstune.tvm.rounds import resume_refusal, this_machine
 
     here = this_machine()
-    assert other_machine([], here) is None
-    assert other_machine([{"loadavg_start": [0.1]}], here) is None  # from before machines were recorded
-    assert other_machine([{"machine": here}], here) is None
-    why = other_machine([{"machine": "GenuineIntel Xeon"}], here)
+
+    def state(done, *machines):
+        return {"done": done, "sessions": [{"loadavg_start": [0.1], **({"machine": m} if m else {})} for m in machines]}
+
+    assert resume_refusal(state(False), here) is None  # a fresh arm
+    assert resume_refusal(state(False, None), here) is None  # from before machines were recorded
+    assert resume_refusal(state(False, here), here) is None
+    why = resume_refusal(state(False, "GenuineIntel Xeon"), here)
     assert "GenuineIntel Xeon" in why and here in why
+    assert resume_refusal(state(True, "GenuineIntel Xeon"), here) is None  # finished: only re-read
+
+
+def test_compiled_arms_are_timed_once_and_only_with_their_databases(tmp_path):
+    """tune-compare's last step: an arm whose database lost its trials is left out and said so; a timing of
+    the same arms, trial counts and CPU is re-used; a failed timing is reported, not raised."""
+    from crosstune.tvm.arm_timing import TIMING_FILE, time_in_fresh_process
+
+    said = []
+    args = ("resnet18", "local-sse-2c", "CPU A")
+    assert time_in_fresh_process(tmp_path, {"xgb": 7}, {"xgb": 0}, *args, print_fn=said.append) == {}
+    assert "xgb: not compiled or timed: its database holds 0 of its 7 trials" in said
+    earlier = {"machine": "CPU A", "arms": {"xgb": {"trials": 7, "latency_ms": 5.0}, "random": {"trials": 7}}}
+    (tmp_path / TIMING_FILE).write_text(json.dumps(earlier))
+    assert time_in_fresh_process(tmp_path, {"xgb": 7, "random": 7}, {"xgb": 7, "random": 9}, *args,
+                                 print_fn=said.append)["xgb"]["latency_ms"] == 5.0
+    said.clear()  # one more trial, or another CPU: timed again; here the databases are missing, so it fails
+    assert time_in_fresh_process(tmp_path, {"xgb": 8, "random": 7}, {"xgb": 8, "random": 7}, *args,
+                                 print_fn=said.append) == {}
+    assert any("no tuning database for xgb, random" in line for line in said), said
+    assert "timing the compiled arms failed (exit code 2" in said[-1]
 
 
 def test_convergence_rule_and_the_two_task_choices():

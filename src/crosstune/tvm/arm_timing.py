@@ -14,14 +14,17 @@ arm has finished:
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
 ROUNDS = 5
+TIMING_FILE = "end-to-end.json"
 
 
 def time_arms(run: Path, arms: list[str], network: str, hardware_config: str, rounds: int = ROUNDS,
@@ -63,19 +66,65 @@ def time_arms(run: Path, arms: list[str], network: str, hardware_config: str, ro
     return out
 
 
+def reusable(timing: dict, trials: dict[str, int], machine: str) -> bool:
+    """Whether a timing file timed exactly these arms, at these trial counts, on this CPU."""
+    timed = {arm: t.get("trials") for arm, t in timing.get("arms", {}).items()}
+    return timing.get("machine") == machine and timed == trials
+
+
+def time_in_fresh_process(run: Path, trials: dict[str, int], records: dict[str, int], network: str,
+                          hardware_config: str, machine: str, print_fn=print) -> dict:
+    """{arm: timing} for every arm whose database holds its trials (an arm whose database was lost is left
+    out and said so), timed by this module in a fresh process, or re-used from ``run/end-to-end.json``.
+    A failure is reported, not raised: hours of tuning still get their report, without compiled latencies."""
+    lost = [a for a in trials if records[a] == 0 or records[a] < trials[a]]
+    for arm in lost:
+        print_fn(f"{arm}: not compiled or timed: its database holds {records[arm]} of its {trials[arm]} trials")
+    wanted = {a: n for a, n in trials.items() if a not in lost}
+    path = run / TIMING_FILE
+    if not wanted:
+        return {}
+    if path.is_file() and reusable(json.loads(path.read_text()), wanted, machine):
+        return json.loads(path.read_text())["arms"]
+    print_fn(f"compiling {network} with each arm's programs, checking it against PyTorch and timing the arms in "
+             "one fresh process, interleaved")
+    command = [sys.executable, "-m", "crosstune.tvm.arm_timing", str(run), *wanted, "--network", network,
+               "--hardware-config", hardware_config, "--json", str(path)]
+    tail: collections.deque = collections.deque(maxlen=12)
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:
+            tail.append(line.rstrip())
+            print_fn(f"  {line.rstrip()}")
+    if proc.returncode != 0:
+        print_fn(f"timing the compiled arms failed (exit code {proc.returncode}; its last lines are above): the "
+                 "report has no compiled latencies; rerun with --resume to try again, or --skip-end-to-end")
+        return {}
+    from ..atomic import write_text as atomic_write_text
+
+    timing = json.loads(path.read_text())
+    timing["machine"] = machine
+    for arm, n in wanted.items():
+        timing["arms"][arm]["trials"] = n
+    atomic_write_text(path, json.dumps(timing, indent=1))
+    return timing["arms"]
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..atomic import write_text as atomic_write_text
     from ..errors import CrosstuneError
+    from ..options import POSITIVE_INT
 
     parser = argparse.ArgumentParser(prog="python -m crosstune.tvm.arm_timing", description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a tune-compare --out folder")
     parser.add_argument("arms", nargs="+", help="arm folders inside it")
     parser.add_argument("--network", required=True)
     parser.add_argument("--hardware-config", required=True)
-    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--rounds", type=POSITIVE_INT, default=ROUNDS)
     parser.add_argument("--json", type=Path, required=True, help="where to write the timings")
     args = parser.parse_args(argv)
-    missing = [a for a in args.arms if not (args.run / a / "database_tuning_record.json").is_file()]
+    missing = [a for a in args.arms if not all((args.run / a / f"database_{kind}.json").is_file()
+                                               and (args.run / a / f"database_{kind}.json").stat().st_size
+                                               for kind in ("workload", "tuning_record"))]
     if missing:
         print(f"arm_timing: no tuning database for {', '.join(missing)} in {args.run}", file=sys.stderr)
         return 2

@@ -88,11 +88,13 @@ def this_machine() -> str:
     return f"{spec.vendor} {spec.arch}"
 
 
-def other_machine(sessions: list[dict], here: str) -> str | None:
+def resume_refusal(state: dict, here: str) -> str | None:
     """Why an unfinished arm must not go on here: its earlier sessions tuned on another CPU, and one arm's
-    curve cannot mix two machines' times and latencies. None when it may (sessions from before machines
-    were recorded say nothing)."""
-    before = {x["machine"] for x in sessions if x.get("machine")}
+    curve cannot mix two machines' times and latencies. None when it may: a finished arm is only re-read,
+    and sessions from before machines were recorded say nothing."""
+    if state["done"]:
+        return None
+    before = {x["machine"] for x in state["sessions"] if x.get("machine")}
     if before and here not in before:
         return f"this arm was tuned on {', '.join(sorted(before))}, and this machine is {here}"
     return None
@@ -136,6 +138,10 @@ class Arm:
         self.state_path = self.dir / "state.json"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.state = self._load_state()
+        self.machine = this_machine()
+        refusal = resume_refusal(self.state, self.machine)
+        if refusal:
+            raise CrosstuneError(f"{self.dir}: {refusal}; give it another --out")
         self.database = self._open_database()
         self.reused_trials = self._reconcile_with_database()
         self.cost_model, self.adapter, self.model = self._make_cost_model()
@@ -145,11 +151,6 @@ class Arm:
         # the clock runs only inside run_rounds: loading, compiling and reporting are not tuning time
         self.session_started: float | None = None
         self.elapsed_before = self.state["tuning_seconds"]
-        self.machine = this_machine()
-        if not self.state["done"]:
-            mismatch = other_machine(self.state["sessions"], self.machine)
-            if mismatch:
-                raise CrosstuneError(f"{self.dir}: {mismatch}; give it another --out")
         self.save()
 
     # ---------------------------------------------------------------- state, database, cost model

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,8 +23,8 @@ from ..errors import CrosstuneError
 from . import require_tvm
 from .measure import configuration, make_builder, make_runner, target_of
 from .networks import extract_network_tasks, get_network
-from .arm_timing import ROUNDS
-from .rounds import HEAD_START_OPTIONS, Arm, ArmSettings, SearchSettings, converged
+from .arm_timing import ROUNDS, time_in_fresh_process
+from .rounds import HEAD_START_OPTIONS, Arm, ArmSettings, SearchSettings, converged, this_machine
 from .tune import plot_curves
 
 ARMS = ("xgb", "crosstune", "random")
@@ -208,30 +206,13 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
         else:
             print_fn(f"{name}: tuning with the baseline's budget of {budget} trials")
             current.run_rounds(budget, s.chunk_trials, builder, runner)
-    timing = _time_arms(s, list(arms), print_fn) if s.end_to_end else {}
+    timing = time_in_fresh_process(
+        s.out, {n: a.state["trials"] for n, a in arms.items()},
+        {n: len(a.database.get_all_tuning_records()) for n, a in arms.items()}, s.network, s.hardware_config,
+        this_machine(), print_fn) if s.end_to_end else {}
     summary = _summary(s, arms, names, pretrain, timing)
     _write_report(s, summary, arms, print_fn)
     return summary
-
-
-def _time_arms(s: CompareSettings, names: list[str], print_fn) -> dict:
-    """Every arm's compiled network, timed in one fresh process (``arm_timing``); a rerun re-uses timings of
-    the same arms."""
-    path = s.out / "end-to-end.json"
-    if path.is_file():
-        timing = json.loads(path.read_text())
-        if list(timing["arms"]) == names:
-            return timing["arms"]
-    print_fn(f"compiling {s.network} with each arm's programs, checking it against PyTorch and timing the arms "
-             "in one fresh process, interleaved")
-    done = subprocess.run([sys.executable, "-m", "crosstune.tvm.arm_timing", str(s.out), *names, "--network", s.network,
-                           "--hardware-config", s.hardware_config, "--json", str(path)],
-                          capture_output=True, text=True)
-    for line in done.stdout.splitlines():
-        print_fn(f"  {line}")
-    if done.returncode != 0:
-        raise CrosstuneError(f"timing the compiled arms failed: {done.stderr.strip()[-1500:]}")
-    return json.loads(path.read_text())["arms"]
 
 
 def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrain: dict, timing: dict) -> dict:
@@ -245,7 +226,10 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
     for name, current in arms.items():
         st = current.state
         reach, within = first_reach(st["curve"], final), first_reach(st["curve"], final * (1 + WITHIN))
-        e2e = timing.get(name, {})
+        # runs before 2026-12-02 timed each arm at its end, inside the tuning process
+        e2e = timing.get(name) or st.get("end_to_end") or {}
+        compiled_timing = ("fresh process, arms interleaved" if name in timing
+                           else "in the tuning run, at the arm's end" if e2e else None)
         runs[name] = {
             "settings": st["settings"], "trials": st["trials"], "rounds": st["rounds"],
             "trials_reused": current.reused_trials, "tuning_seconds": st["tuning_seconds"],
@@ -254,6 +238,7 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
             "latency_ms": e2e.get("latency_ms", float("nan")),
             "pytorch_latency_ms": e2e.get("pytorch_latency_ms", float("nan")),
             "output_matches": e2e.get("output_matches"), "output_max_abs_error": e2e.get("output_max_abs_error"),
+            "compiled_timing": compiled_timing,
             "seconds_to_reach_baseline_final": reach["seconds"], "trials_to_reach_baseline_final": reach["trials"],
             "fraction_to_reach_baseline_final": reach["seconds"] / base_seconds if base_seconds else float("nan"),
             "seconds_to_within_5pct": within["seconds"], "trials_to_within_5pct": within["trials"],
@@ -312,14 +297,18 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
     print_fn(f"xgb's final estimated latency {summary['baseline_final_estimated_latency_ms']:.3f} ms after "
              f"{summary['budget_trials']} trials, {summary['baseline_tuning_seconds']:.0f} s "
              f"({summary['runs']['xgb']['stop_reason']}); fractions are of that time")
-    machines = {name: r["machines"] for name, r in summary["runs"].items()}
+    machines = {name: r["machines"] for name, r in summary["runs"].items() if r["machines"]}  # recorded since 2026-12-02
     if len({tuple(m) for m in machines.values()}) > 1:
         print_fn("the arms were tuned on different machines, so their times do not compare: "
-                 + "; ".join(f"{name}: {', '.join(m) or 'not recorded'}" for name, m in machines.items()))
-    elif machines["xgb"]:
-        print_fn(f"tuned on {', '.join(machines['xgb'])}")
-    if any(np.isfinite(r["latency_ms"]) for r in summary["runs"].values()):
-        print_fn("compiled ms: " + COMPILED_NOTE)
+                 + "; ".join(f"{name}: {', '.join(m)}" for name, m in machines.items()))
+    elif machines:
+        print_fn(f"tuned on {', '.join(next(iter(machines.values())))}")
+    how = {r["compiled_timing"] for r in summary["runs"].values() if r["compiled_timing"]}
+    if "fresh process, arms interleaved" in how:
+        print_fn(f"compiled ms: {COMPILED_NOTE}, on {this_machine()}")
+    if "in the tuning run, at the arm's end" in how:
+        print_fn("compiled ms of an arm whose database is gone: timed in its tuning run at the arm's end (before "
+                 "2026-12-02), at that time's load and VM speed; it does not compare with the others")
     for name, r in summary["runs"].items():
         if r["one_program_task_seconds"] > 0:
             how = ("one 1-trial round each: the one-program-tasks option" if "one-program-tasks" in r["settings"]["head_start"]
