@@ -115,7 +115,7 @@ def _pretrained_model(s: CompareSettings, print_fn) -> tuple[str, dict]:
     return str(model_dir), info
 
 
-COMPILED_NOTE = (f"compiled latencies: every arm compiled in one fresh process after tuning and timed in "
+COMPILED_NOTE = (f"every arm compiled in one fresh process after tuning and timed in "
                  f"{ROUNDS} interleaved rounds (median), PyTorch eager beside each (arm_timing.py)")
 
 
