@@ -303,10 +303,10 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
                  + "; ".join(f"{name}: {', '.join(m)}" for name, m in machines.items()))
     elif machines:
         print_fn(f"tuned on {', '.join(next(iter(machines.values())))}")
-    how = {r["compiled_timing"] for r in summary["runs"].values() if r["compiled_timing"]}
-    if "fresh process, arms interleaved" in how:
+    timings = {r["compiled_timing"] for r in summary["runs"].values() if r["compiled_timing"]}
+    if "fresh process, arms interleaved" in timings:
         print_fn(f"compiled ms: {COMPILED_NOTE}, on {this_machine()}")
-    if "in the tuning run, at the arm's end" in how:
+    if "in the tuning run, at the arm's end" in timings:
         print_fn("compiled ms of an arm whose database is gone: timed in its tuning run at the arm's end (before "
                  "2026-12-02), at that time's load and VM speed; it does not compare with the others")
     for name, r in summary["runs"].items():
