@@ -4,7 +4,9 @@
         [--models crossfeat,xgb] [--arch crossfeat:d_model=32,layers=1 ...] [--rounds 5] [--repeat 10]
 
 Trains each model briefly on one hardware of DATASET (prediction speed does not depend on how well the
-model was trained), then times ``predict`` on a batch of ``--batch`` programs of the other hardware.
+model was trained), then times ``predict`` on two batches of up to ``--batch`` programs of the other hardware: "mixed", a
+seeded sample of all its tasks (programs of many lengths), and "one task", the programs of its largest
+task (what one call of the tuner's search scores: one task's candidates, of similar lengths).
 The models take turns, ``--rounds`` rounds of ``--repeat`` calls each after a warm-up, so that a
 drift in the machine's speed (a shared VM's is large) hits every model alike; best and median over
 all calls. ``--arch KIND:NAME=VALUE,...`` adds a sized variant of a model (repeatable).
@@ -49,9 +51,15 @@ def main() -> None:
         # hardware; how fast a batch is scored depends on its programs' lengths, not on how well it is scored.
         print(f"only {train_hw} in {args.dataset}: the prediction batch is {train_hw} programs")
         others = train
-    batch = others.select(np.arange(min(args.batch, len(others))))
-    print(f"torch threads: {torch.get_num_threads()}; train on {train_hw} ({len(train)} records), "
-          f"predict batches of {len(batch)}")
+    # A seeded sample of the whole set, not its first rows: records come sorted by task, and the first
+    # tasks' programs (pooling) are a third as long as the average, which a batch's speed depends on.
+    picked = np.random.default_rng(0).choice(len(others), size=min(args.batch, len(others)), replace=False)
+    groups, sizes = np.unique(others.group, return_counts=True)
+    largest = np.flatnonzero(others.group == groups[sizes.argmax()])[:args.batch]
+    batches = {"mixed": others.select(np.sort(picked)), "one task": others.select(largest)}
+    print(f"torch threads: {torch.get_num_threads()}; train on {train_hw} ({len(train)} records); predict "
+          + "; ".join(f"{name}: {len(b)} programs, {b.seq_len.mean():.1f} tokens on average (max {b.seq_len.max()})"
+                      for name, b in batches.items()))
     variants = [(kind, {}) for kind in args.models.split(",") if kind] + args.arch
     trained = []
     for kind, arch in variants:
@@ -59,19 +67,22 @@ def main() -> None:
         model, seconds = fit_model(kind, train, cfg)
         samples = int(train.valid.sum() * 0.9) * (args.epochs if kind != "xgb" else 1)
         label = kind + (" " + ",".join(f"{k}={v}" for k, v in arch.items()) if arch else "")
-        model.predict(batch)
+        model.predict(batches["mixed"])
         trained.append((label, model, f"train {seconds:6.1f} s ({samples / seconds:6.0f} samples/s)"))
-    times: dict[str, list[float]] = {label: [] for label, _, _ in trained}
+    times = {(label, name): [] for label, _, _ in trained for name in batches}
     for _ in range(args.rounds):
         for label, model, _ in trained:
-            for _ in range(args.repeat):
-                started = time.perf_counter()
-                model.predict(batch)
-                times[label].append(time.perf_counter() - started)
+            for name, batch in batches.items():
+                for _ in range(args.repeat):
+                    started = time.perf_counter()
+                    model.predict(batch)
+                    times[label, name].append(time.perf_counter() - started)
     for label, _, training in trained:
-        t = np.asarray(times[label])
-        print(f"{label:45s} {training}; predict {len(batch) / t.min():8.0f} programs/s best, "
-              f"{len(batch) / np.median(t):8.0f} median ({len(t)} calls of {len(batch)})")
+        print(f"{label:45s} {training}")
+        for name, batch in batches.items():
+            t = np.asarray(times[label, name])
+            print(f"    {name:9s} predict {len(batch) / t.min():8.0f} programs/s best, "
+                  f"{len(batch) / np.median(t):8.0f} median ({len(t)} calls of {len(batch)})")
 
 
 if __name__ == "__main__":

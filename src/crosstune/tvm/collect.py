@@ -36,7 +36,7 @@ from ..hardware.local import detect_local
 from ..records.operators import task_id_of
 from . import require_tvm
 from .convert import plain as _plain
-from .measure import RpcSettings, configuration, make_builder, make_runner, target_of
+from .measure import RpcSettings, build_and_run, configuration, make_builder, make_runner, target_of
 from .networks import extract_network_tasks, get_network
 
 _ANCHOR_WORDS = ("conv", "matmul", "dense", "batch", "softmax", "norm", "pool", "mean")
@@ -217,26 +217,12 @@ def _measure_task(out: Path, task: dict, candidates: list[dict], config, databas
                 sch = Schedule(mod)
                 Trace.apply_json_to_schedule(candidate["trace"], sch)
                 batch.append(sch)
-            built = builder.build([ms.builder.BuilderInput(sch.mod, target) for sch in batch])
-            run_inputs, run_of = [], {}
-            for i, result in enumerate(built):
-                if result.error_msg is None:
-                    run_of[i] = len(run_inputs)
-                    run_inputs.append(ms.runner.RunnerInput(result.artifact_path, "cpu", args_info))
-            ran = [f.result() for f in runner.run(run_inputs)] if run_inputs else []
-            for i, sch in enumerate(batch):
-                error = built[i].error_msg
-                stage = "build"
-                run_secs = None
-                if error is None:
-                    result = ran[run_of[i]]
-                    error, stage = result.error_msg, "run"
-                    if error is None:
-                        run_secs = [float(s) for s in result.run_secs]
-                if error is not None:
-                    reason = _failure_reason(error)
-                    summary.failures[f"{stage}: {reason}"] += 1
-                    failures.write(json.dumps({"task": task["name"], "stage": stage, "reason": reason}) + "\n")
+            for sch, result in zip(batch, build_and_run(batch, target, args_info, builder, runner)):
+                run_secs = result.run_secs
+                if result.error is not None:
+                    reason = _failure_reason(result.error)
+                    summary.failures[f"{result.stage}: {reason}"] += 1
+                    failures.write(json.dumps({"task": task["name"], "stage": result.stage, "reason": reason}) + "\n")
                     failures.flush()
                 database.commit_tuning_record(ms.database.TuningRecord(
                     sch.trace, workload, [tvm.tirx.FloatImm("float32", s) for s in run_secs] if run_secs else None,

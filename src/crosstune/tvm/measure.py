@@ -85,3 +85,34 @@ def make_runner(config: LocalConfiguration, rpc: RpcSettings | None = None):
             evaluator_config=evaluator_config(), max_workers=1)
     return ms.runner.LocalRunner(timeout_sec=60, evaluator_config=evaluator_config(),
                                  initializer=_THREAD_INITIALIZERS.get(config.num_cores))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One program built and run: its run seconds, or the stage that failed and TVM's message."""
+    run_secs: list[float] | None
+    error: str | None = None
+    stage: str | None = None  # "build" or "run" when error is set
+
+
+def build_and_run(schedules: list, target, args_info: list, builder, runner) -> list[Measurement]:
+    """Build every schedule's module and run those that built, as MetaSchedule's own measuring does (its
+    builder and runner), one Measurement per schedule in order."""
+    from tvm.s_tir import meta_schedule as ms
+
+    built = builder.build([ms.builder.BuilderInput(sch.mod, target) for sch in schedules])
+    run_inputs, run_of = [], {}
+    for i, result in enumerate(built):
+        if result.error_msg is None:
+            run_of[i] = len(run_inputs)
+            run_inputs.append(ms.runner.RunnerInput(result.artifact_path, "cpu", args_info))
+    ran = [future.result() for future in runner.run(run_inputs)] if run_inputs else []
+    measured = []
+    for i, result in enumerate(built):
+        if result.error_msg is not None:
+            measured.append(Measurement(None, str(result.error_msg), "build"))
+        elif ran[run_of[i]].error_msg is not None:
+            measured.append(Measurement(None, str(ran[run_of[i]].error_msg), "run"))
+        else:
+            measured.append(Measurement([float(s) for s in ran[run_of[i]].run_secs]))
+    return measured
