@@ -466,7 +466,5 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     ours = runs["crosstune"]
     assert [c["trials"] for c in ours["curve"][:2]] == [1, 3]  # one program, then a small first round of 2
     assert [t["stopped"] for t in ours["tasks"] if t["name"] == "fused_batch_norm_relu"] == ["its one program is measured"]
-    assert ours["time_split_seconds"]["one_program_direct"] > 0  # built and run without a search
-    assert baseline["time_split_seconds"]["one_program_direct"] == 0  # MetaSchedule's own way
     assert ours["cost_model_seconds"]["fine_tunes"] >= 1 and ours["cost_model_seconds"]["failures"] == 0
     assert ours["cost_model_seconds"]["fine_tune"] > 0

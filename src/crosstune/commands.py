@@ -608,7 +608,7 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
                    help="fine-tune the crosstune model on the run's own measurements every N of them (0: never)")
     p.add_argument("--head-start", default=",".join(HEAD_START_OPTIONS),
                    help="the crosstune arm's options, of " + ",".join(HEAD_START_OPTIONS) + ", or none (default: all): "
-                        "16 programs in a task's first round; a task with one possible program built and run once, without a search; "
+                        "16 programs in a task's first round; one 1-trial round for a task with one possible program; "
                         "rounds to the tasks that weigh most; stop a task when the model sees little left to gain")
     p.add_argument("--first-round-trials", type=POSITIVE_INT, default=16, help="first round of a task with small-first-round")
     p.add_argument("--round-trials", type=POSITIVE_INT, default=64, help="programs per round (MetaSchedule's default)")

@@ -38,7 +38,7 @@ BatchTensors = Callable[[Features, np.ndarray, torch.device], dict]
 PREDICT_BATCH = 512
 # A prediction batch ends where a program is more than this much longer than the batch's shortest, once it
 # holds PREDICT_MIN_BATCH programs: every program is padded to the batch's longest, and a call that mixes
-# tasks (10 to 48 tokens) spent most of its time on padding (1.5-1.7x faster bucketed; BENCHMARKS.md).
+# tasks (10 to 48 tokens) spent most of its time on padding (1.3-1.8x faster bucketed; BENCHMARKS.md).
 PREDICT_LENGTH_SLACK = 0.25
 PREDICT_MIN_BATCH = 16
 

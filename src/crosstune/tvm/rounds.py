@@ -30,14 +30,12 @@ from ..atomic import write_text as atomic_write_text
 from ..errors import CrosstuneError
 from .collect import repair_database_file
 from .convert import plain
-from .measure import build_and_run
 
 HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop")
 GRADIENT_ALPHA, GRADIENT_WINDOW = 0.2, 3  # MetaSchedule's gradient task scheduler defaults
 STALL_FLOOR = 0.02  # weighted-rounds: the gain a task that stalled once is still credited with
 EARLY_STOP_GAIN = 0.01  # a task whose last round gained < 1% ...
 EARLY_STOP_MIN_ROUNDS = 2  # ... after at least this many rounds, and whose model sees nothing better, stops
-DIRECT_MEASUREMENT = "crosstune: one-program task built and run without a search"  # a profile_seconds key
 
 
 def exhaustion_stop(measured: int, size: int, any_latency: bool, one_program: bool) -> str | None:
@@ -319,32 +317,6 @@ class Arm:
             self._one_program[index] = len(spaces) == 1 and len(spaces[0].trace.decisions) == 0
         return self._one_program[index]
 
-    def _measure_the_one_program(self, index: int, builder, runner) -> None:
-        """Build and run a one-program task's program and commit it to the database, without a search: asked
-        for one program, MetaSchedule's evolutionary search still samples and evolves its population (18-22 s
-        per such task on the AMD EPYC, where building and running the program takes about 2 s). The program is
-        the one the search would propose: the design space's trace with the postprocessors applied.
-        The cost model is not updated: a task of one program gives its ranking loss no pair to learn from."""
-        import tvm
-        from tvm.s_tir import meta_schedule as ms
-        from tvm.s_tir.schedule import Schedule
-
-        context = self.contexts[index]
-        space = context.space_generator.generate_design_space(context.mod)[0]
-        sch = Schedule(context.mod)
-        space.trace.apply_to_schedule(sch, remove_postproc=True)
-        if not all(postproc.apply(sch) for postproc in context.space_generator.postprocs):
-            self._round_candidates.append((None, None))  # MetaSchedule would count it as a failed candidate
-            return
-        args_info = ms.arg_info.ArgInfo.from_prim_func(context.mod["main"])
-        [result] = build_and_run([sch], context.target, args_info, builder, runner)
-        secs = float(np.mean(result.run_secs)) if result.run_secs else None
-        self.database.commit_tuning_record(ms.database.TuningRecord(
-            sch.trace, self.database.commit_workload(context.mod),
-            [tvm.tirx.FloatImm("float32", s) for s in result.run_secs] if result.run_secs else None,
-            context.target, args_info))
-        self._round_candidates.append((sch, secs))
-
     # ---------------------------------------------------------------- running
 
     def measure_callback(self):
@@ -369,20 +341,13 @@ class Arm:
 
         task = self.state["tasks"][index]
         self._round_candidates = []
-        one_program = "one-program-tasks" in self.settings.head_start and self.one_program(index)
-        if one_program:
-            started = time.perf_counter()
-            self._measure_the_one_program(index, builder, runner)
-            profile = {DIRECT_MEASUREMENT: time.perf_counter() - started}
-        else:
-            callbacks = ms.measure_callback.MeasureCallback.create("default") + [self.measure_callback()]
-            with ms.Profiler() as profiler:
-                ms.tune_tasks(tasks=[self.contexts[index]], task_weights=[task["weight"]], work_dir=str(self.dir),
-                              max_trials_global=size, num_trials_per_iter=size, builder=builder, runner=runner,
-                              database=self.database, cost_model=self.cost_model, measure_callbacks=callbacks,
-                              task_scheduler="round-robin")
-            profile = profiler.get()
-        for key, value in profile.items():
+        callbacks = ms.measure_callback.MeasureCallback.create("default") + [self.measure_callback()]
+        with ms.Profiler() as profiler:
+            ms.tune_tasks(tasks=[self.contexts[index]], task_weights=[task["weight"]], work_dir=str(self.dir),
+                          max_trials_global=size, num_trials_per_iter=size, builder=builder, runner=runner,
+                          database=self.database, cost_model=self.cost_model, measure_callbacks=callbacks,
+                          task_scheduler="round-robin")
+        for key, value in profiler.get().items():
             self.state["profile_seconds"][str(key)] = self.state["profile_seconds"].get(str(key), 0.0) + float(value)
         measured = len(self._round_candidates)
         latencies = [s for _, s in self._round_candidates if s is not None]
@@ -394,6 +359,7 @@ class Arm:
         task["history"].append(task["best_seconds"])
         self.state["trials"] += measured
         self.state["rounds"] += 1
+        one_program = "one-program-tasks" in self.settings.head_start and self.one_program(index)
         task["stopped"] = exhaustion_stop(measured, size, bool(latencies), one_program)
         if task["stopped"] is None and "early-stop" in self.settings.head_start and self._little_left(task, index):
             task["stopped"] = "model predicts little left to gain"
@@ -500,7 +466,6 @@ class Arm:
             "cost_model_predict": predict,
             "cost_model_update": update,
             "early_stop_checks": self.state["cost_model_seconds"]["stop_checks"],
-            "one_program_direct": p.get(DIRECT_MEASUREMENT, 0.0),  # build and run, no search (one-program-tasks)
         }
         split["other"] = self.state["tuning_seconds"] - sum(split.values())
         return split

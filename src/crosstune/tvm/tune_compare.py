@@ -311,9 +311,8 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
                  "2026-12-02), at that time's load and VM speed; it does not compare with the others")
     for name, r in summary["runs"].items():
         if r["one_program_task_seconds"] > 0:
-            how = ("each built and run once without a search: the one-program-tasks option"
-                   if "one-program-tasks" in r["settings"]["head_start"]
-                   else "a full round's search for one program; the one-program-tasks option skips the search")
+            how = ("one 1-trial round each: the one-program-tasks option" if "one-program-tasks" in r["settings"]["head_start"]
+                   else "a full round's search for one program; the one-program-tasks option asks for 1 trial")
             print_fn(f"{name} spent {r['one_program_task_seconds']:.0f} s "
                      f"({r['one_program_task_seconds'] / max(r['tuning_seconds'], 1e-9):.0%}) on rounds of tasks with "
                      f"one possible program ({how})")
