@@ -4,9 +4,9 @@
         [--models crossfeat,xgb] [--arch crossfeat:d_model=32,layers=1 ...] [--rounds 5] [--repeat 10]
 
 Trains each model briefly on one hardware of DATASET (prediction speed does not depend on how well the
-model was trained), then times ``predict`` on two batches of up to ``--batch`` programs of the other hardware: "mixed", a
-seeded sample of all its tasks (programs of many lengths), and "one task", the programs of its largest
-task (what one call of the tuner's search scores: one task's candidates, of similar lengths).
+model was trained), then times ``predict`` on two batches of up to ``--batch`` programs of the other
+hardware: "mixed", a seeded sample of all its tasks (programs of many lengths), and "one task", the
+programs of its largest task (what one call of the tuner's search scores: candidates of similar lengths).
 The models take turns, ``--rounds`` rounds of ``--repeat`` calls each after a warm-up, so that a
 drift in the machine's speed (a shared VM's is large) hits every model alike; best and median over
 all calls. ``--arch KIND:NAME=VALUE,...`` adds a sized variant of a model (repeatable).
