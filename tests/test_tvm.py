@@ -382,6 +382,26 @@ def test_convergence_rule_and_the_two_task_choices():
     assert np.isnan(_fraction_without(float("nan"), rounds, {"b"}, 100.0, 50.0))  # never reached
 
 
+def test_one_program_tasks_latencies_shared_with_the_baseline():
+    from crosstune.tvm.tune_compare import first_reach, shared_latency_curve
+
+    # task "e" has one program: measured at 30 us by this arm, 50 us by the baseline; "c" is searched
+    tasks = [{"name": "c", "weight": 2.0, "history": [1e-3, 0.8e-3], "best_seconds": 0.8e-3},
+             {"name": "e", "weight": 3.0, "history": [30e-6], "best_seconds": 30e-6}]
+    curve = [{"seconds": 5.0, "trials": 1, "task": "e", "estimated_latency_ms": float("nan")},
+             {"seconds": 10.0, "trials": 9, "task": "c", "estimated_latency_ms": 2.09},
+             {"seconds": 20.0, "trials": 17, "task": "c", "estimated_latency_ms": 1.69}]
+    shared = shared_latency_curve(curve, tasks, {"e": 50e-6})
+    assert np.isnan(shared[0]["estimated_latency_ms"])
+    assert [p["estimated_latency_ms"] for p in shared[1:]] == pytest.approx([2.15, 1.75])  # + 3 × 20 us
+    assert first_reach(curve, 1.72)["seconds"] == 20.0 and np.isnan(first_reach(shared, 1.72)["seconds"])
+    unchanged = shared_latency_curve(curve, tasks, {"e": 30e-6})  # its own measurement
+    np.testing.assert_array_equal([p["estimated_latency_ms"] for p in unchanged], [p["estimated_latency_ms"] for p in curve])
+    # measured only in a round a kill interrupted (no round of its own in the curve): its final best counts
+    killed = [{**curve[1], "task": None}, curve[2]]
+    assert [p["estimated_latency_ms"] for p in shared_latency_curve(killed, tasks, {"e": 50e-6})] == pytest.approx([2.15, 1.75])
+
+
 def test_a_round_that_finds_at_most_half_the_programs_asked_for_stops_its_task():
     from crosstune.tvm.rounds import exhaustion_stop
 
@@ -460,8 +480,13 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
         assert single["rounds"] == 1 and single["trials"] == 1 and single["stopped"]  # never searched again
         assert np.isfinite(run["best_estimated_latency_ms"])
         assert {"fraction_to_reach_baseline_final", "fraction_to_within_5pct", "trials_to_within_5pct"} <= set(run)
+        assert np.isfinite(run["one_program_latency_difference_ms"])
         assert run["time_split_seconds"]["build"] > 0 and len(run["sessions"][0]["loadavg_start"]) == 3
     assert 0 < baseline["fraction_to_reach_baseline_final"] <= 1  # at the latest when it ends
+    # the baseline's one-program latencies are its own: sharing them changes nothing for it
+    assert baseline["one_program_latency_difference_ms"] == 0.0
+    assert baseline["fraction_to_reach_baseline_final_one_program_shared"] == baseline["fraction_to_reach_baseline_final"]
+    assert "latencies set to xgb's measurements" in again.stdout
     assert 0 < baseline["one_program_task_seconds"] < baseline["tuning_seconds"]
     ours = runs["crosstune"]
     assert [c["trials"] for c in ours["curve"][:2]] == [1, 3]  # one program, then a small first round of 2

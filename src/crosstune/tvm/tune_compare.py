@@ -141,12 +141,40 @@ def seconds_on_tasks(curve: list[dict], names: set[str], until: float = float("i
     return spent
 
 
+def _fraction(seconds: float, base_seconds: float) -> float:
+    return seconds / base_seconds if base_seconds else float("nan")
+
+
 def _fraction_without(seconds: float, curve: list[dict], names: set[str], base_seconds: float,
                       base_names_seconds: float) -> float:
     """``seconds`` of an arm as a fraction of the baseline's time, the rounds of ``names`` left out of both."""
     if not np.isfinite(seconds) or base_seconds <= base_names_seconds:
         return float("nan")
     return (seconds - seconds_on_tasks(curve, names, seconds)) / (base_seconds - base_names_seconds)
+
+
+def shared_latency_curve(curve: list[dict], tasks: list[dict], shared_seconds: dict[str, float]) -> list[dict]:
+    """The arm's curve with the named tasks' best latencies replaced by ``shared_seconds``: for tasks whose
+    one program every arm measures, the baseline's measurement of it, so that run-to-run noise on the same
+    program (up to 4x on a 20 µs kernel of this VM) does not move one arm's estimate against the other's.
+    A task's own best at each point is replayed from its history, one entry per round named in the curve; a
+    task measured only in a round a kill interrupted takes its final best."""
+    tasks_by_name = {t["name"]: t for t in tasks}
+    rounds_seen: dict[str, int] = {}
+    adjusted = []
+    for point in curve:
+        name = point.get("task")
+        if name in shared_seconds:
+            rounds_seen[name] = rounds_seen.get(name, 0) + 1
+        difference = 0.0
+        for shared_name, shared in shared_seconds.items():
+            task = tasks_by_name[shared_name]
+            seen = rounds_seen.get(shared_name, 0)
+            own = task["history"][seen - 1] if seen else task["best_seconds"]
+            if own is not None and shared is not None:
+                difference += task["weight"] * (own - shared)
+        adjusted.append({**point, "estimated_latency_ms": point["estimated_latency_ms"] - 1e3 * difference})
+    return adjusted
 
 
 def final_estimate(curve: list[dict]) -> float:
@@ -222,10 +250,13 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
     # every arm tunes the same tasks: their design spaces are generated once, for the baseline's
     one_program = {t["name"] for i, t in enumerate(baseline["tasks"]) if arms["xgb"].one_program(i)}
     base_one_program = seconds_on_tasks(baseline["curve"], one_program)
+    base_one_program_seconds = {t["name"]: t["best_seconds"] for t in baseline["tasks"] if t["name"] in one_program}
     runs = {}
     for name, current in arms.items():
         st = current.state
         reach, within = first_reach(st["curve"], final), first_reach(st["curve"], final * (1 + WITHIN))
+        shared = shared_latency_curve(st["curve"], st["tasks"], base_one_program_seconds)
+        shared_reach, shared_within = first_reach(shared, final), first_reach(shared, final * (1 + WITHIN))
         # runs before 2026-12-02 timed each arm at its end, inside the tuning process
         e2e = timing.get(name) or st.get("end_to_end") or {}
         compiled_timing = ("fresh process, arms interleaved" if name in timing
@@ -240,9 +271,9 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
             "output_matches": e2e.get("output_matches"), "output_max_abs_error": e2e.get("output_max_abs_error"),
             "compiled_timing": compiled_timing,
             "seconds_to_reach_baseline_final": reach["seconds"], "trials_to_reach_baseline_final": reach["trials"],
-            "fraction_to_reach_baseline_final": reach["seconds"] / base_seconds if base_seconds else float("nan"),
+            "fraction_to_reach_baseline_final": _fraction(reach["seconds"], base_seconds),
             "seconds_to_within_5pct": within["seconds"], "trials_to_within_5pct": within["trials"],
-            "fraction_to_within_5pct": within["seconds"] / base_seconds if base_seconds else float("nan"),
+            "fraction_to_within_5pct": _fraction(within["seconds"], base_seconds),
             # the whole of those rounds (search, build, run, model calls): what one-program-tasks cuts (rounds.py)
             "one_program_task_seconds": seconds_on_tasks(st["curve"], one_program),
             # the same fractions with those rounds left out of both arms: what the model, not the scheduler, gained
@@ -250,6 +281,15 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
                 reach["seconds"], st["curve"], one_program, base_seconds, base_one_program),
             "fraction_to_within_5pct_without_one_program_tasks": _fraction_without(
                 within["seconds"], st["curve"], one_program, base_seconds, base_one_program),
+            # the same one program measured again reads differently: with the baseline's measurement of each
+            # (the estimate's difference, in ms, is that noise), then with those rounds left out as well
+            "one_program_latency_difference_ms": final_estimate(st["curve"]) - final_estimate(shared),
+            "fraction_to_reach_baseline_final_one_program_shared": _fraction(shared_reach["seconds"], base_seconds),
+            "fraction_to_within_5pct_one_program_shared": _fraction(shared_within["seconds"], base_seconds),
+            "fraction_to_reach_baseline_final_one_program_shared_and_left_out": _fraction_without(
+                shared_reach["seconds"], st["curve"], one_program, base_seconds, base_one_program),
+            "fraction_to_within_5pct_one_program_shared_and_left_out": _fraction_without(
+                shared_within["seconds"], st["curve"], one_program, base_seconds, base_one_program),
             "time_split_seconds": current.time_split(), "cost_model_seconds": st["cost_model_seconds"],
             "profile_seconds": st["profile_seconds"], "sessions": st["sessions"],
             "machines": sorted({x["machine"] for x in st["sessions"] if x.get("machine")}),
@@ -320,6 +360,13 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
             print_fn(f"{name}, those rounds left out of both arms: reaches xgb's final in "
                      f"{_fmt(r['fraction_to_reach_baseline_final_without_one_program_tasks'], '.0%')} of xgb's time, "
                      f"within 5% in {_fmt(r['fraction_to_within_5pct_without_one_program_tasks'], '.0%')}")
+            print_fn(f"{name}, the one-program tasks' latencies set to xgb's measurements of the same programs "
+                     f"(their own differ by {_fmt(r['one_program_latency_difference_ms'], '+.3f')} ms in the estimate: "
+                     f"measurement noise): reaches xgb's final in "
+                     f"{_fmt(r['fraction_to_reach_baseline_final_one_program_shared'], '.0%')}, within 5% in "
+                     f"{_fmt(r['fraction_to_within_5pct_one_program_shared'], '.0%')}; with their rounds left out too, "
+                     f"{_fmt(r['fraction_to_reach_baseline_final_one_program_shared_and_left_out'], '.0%')} and "
+                     f"{_fmt(r['fraction_to_within_5pct_one_program_shared_and_left_out'], '.0%')}")
     atomic_write_text(s.out / "tune-compare.json", json.dumps(summary, indent=1, default=float))
     final = summary["baseline_final_estimated_latency_ms"]
     plot_curves({name: r["curve"] for name, r in summary["runs"].items()}, s.out / "tune-compare-curve.png",
@@ -327,4 +374,5 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
                 {"xgb final": final, "xgb final + 5%": final * (1 + WITHIN)})
 
 
-__all__ = ["ARMS", "CompareSettings", "crosstune_arm_name", "first_reach", "seconds_on_tasks", "tune_compare"]
+__all__ = ["ARMS", "CompareSettings", "crosstune_arm_name", "first_reach", "seconds_on_tasks", "shared_latency_curve",
+           "tune_compare"]
