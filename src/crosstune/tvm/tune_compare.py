@@ -177,6 +177,19 @@ def shared_latency_curve(curve: list[dict], tasks: list[dict], shared_seconds: d
     return adjusted
 
 
+def _reaching(reached: list[dict], final: float, curve: list[dict], one_program: set[str], base_seconds: float,
+              base_one_program: float) -> dict[str, dict]:
+    """When ``reached`` (an arm's curve, or it with shared latencies) first comes to the baseline's final
+    and within 5% of it: seconds, trials, the fraction of the baseline's time, and that fraction with the
+    one-program tasks' rounds left out of both clocks (``curve``: the arm's own, which times its rounds)."""
+    out = {}
+    for goal, target in (("reach", final), ("within", final * (1 + WITHIN))):
+        first = first_reach(reached, target)
+        out[goal] = {**first, "fraction": _fraction(first["seconds"], base_seconds),
+                     "left_out": _fraction_without(first["seconds"], curve, one_program, base_seconds, base_one_program)}
+    return out
+
+
 def final_estimate(curve: list[dict]) -> float:
     finite = [c["estimated_latency_ms"] for c in curve if np.isfinite(c["estimated_latency_ms"])]
     return min(finite) if finite else float("nan")
@@ -254,9 +267,9 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
     runs = {}
     for name, current in arms.items():
         st = current.state
-        reach, within = first_reach(st["curve"], final), first_reach(st["curve"], final * (1 + WITHIN))
         shared = shared_latency_curve(st["curve"], st["tasks"], base_one_program_seconds)
-        shared_reach, shared_within = first_reach(shared, final), first_reach(shared, final * (1 + WITHIN))
+        clocks = (st["curve"], one_program, base_seconds, base_one_program)
+        as_measured, as_shared = _reaching(st["curve"], final, *clocks), _reaching(shared, final, *clocks)
         # runs before 2026-12-02 timed each arm at its end, inside the tuning process
         e2e = timing.get(name) or st.get("end_to_end") or {}
         compiled_timing = ("fresh process, arms interleaved" if name in timing
@@ -270,26 +283,10 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
             "pytorch_latency_ms": e2e.get("pytorch_latency_ms", float("nan")),
             "output_matches": e2e.get("output_matches"), "output_max_abs_error": e2e.get("output_max_abs_error"),
             "compiled_timing": compiled_timing,
-            "seconds_to_reach_baseline_final": reach["seconds"], "trials_to_reach_baseline_final": reach["trials"],
-            "fraction_to_reach_baseline_final": _fraction(reach["seconds"], base_seconds),
-            "seconds_to_within_5pct": within["seconds"], "trials_to_within_5pct": within["trials"],
-            "fraction_to_within_5pct": _fraction(within["seconds"], base_seconds),
             # the whole of those rounds (search, build, run, model calls): what one-program-tasks cuts (rounds.py)
             "one_program_task_seconds": seconds_on_tasks(st["curve"], one_program),
-            # the same fractions with those rounds left out of both arms: what the model, not the scheduler, gained
-            "fraction_to_reach_baseline_final_without_one_program_tasks": _fraction_without(
-                reach["seconds"], st["curve"], one_program, base_seconds, base_one_program),
-            "fraction_to_within_5pct_without_one_program_tasks": _fraction_without(
-                within["seconds"], st["curve"], one_program, base_seconds, base_one_program),
-            # the same one program measured again reads differently: with the baseline's measurement of each
-            # (the estimate's difference, in ms, is that noise), then with those rounds left out as well
+            # the same one program measured again reads differently: the estimate's difference, in ms, is that noise
             "one_program_latency_difference_ms": final_estimate(st["curve"]) - final_estimate(shared),
-            "fraction_to_reach_baseline_final_one_program_shared": _fraction(shared_reach["seconds"], base_seconds),
-            "fraction_to_within_5pct_one_program_shared": _fraction(shared_within["seconds"], base_seconds),
-            "fraction_to_reach_baseline_final_one_program_shared_and_left_out": _fraction_without(
-                shared_reach["seconds"], st["curve"], one_program, base_seconds, base_one_program),
-            "fraction_to_within_5pct_one_program_shared_and_left_out": _fraction_without(
-                shared_within["seconds"], st["curve"], one_program, base_seconds, base_one_program),
             "time_split_seconds": current.time_split(), "cost_model_seconds": st["cost_model_seconds"],
             "profile_seconds": st["profile_seconds"], "sessions": st["sessions"],
             "machines": sorted({x["machine"] for x in st["sessions"] if x.get("machine")}),
@@ -297,6 +294,17 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
                       for t in st["tasks"]],
             "curve": st["curve"],
         }
+        for goal, key in (("reach", "reach_baseline_final"), ("within", "within_5pct")):
+            measured, with_shared = as_measured[goal], as_shared[goal]
+            runs[name].update({
+                f"seconds_to_{key}": measured["seconds"], f"trials_to_{key}": measured["trials"],
+                f"fraction_to_{key}": measured["fraction"],
+                # with those rounds left out of both arms: what the model, not the scheduler, gained
+                f"fraction_to_{key}_without_one_program_tasks": measured["left_out"],
+                # with the baseline's measurement of each one-program task, then with its rounds left out as well
+                f"fraction_to_{key}_one_program_shared": with_shared["fraction"],
+                f"fraction_to_{key}_one_program_shared_and_left_out": with_shared["left_out"],
+            })
     return {
         "network": s.network, "hardware_config": s.hardware_config, "tasks": names,
         "until_converged": s.until_converged, "max_trials": s.max_trials if s.until_converged else s.trials,
