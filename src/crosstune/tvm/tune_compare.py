@@ -156,7 +156,7 @@ def _fraction_without(seconds: float, curve: list[dict], names: set[str], base_s
 def shared_latency_curve(curve: list[dict], tasks: list[dict], shared_seconds: dict[str, float]) -> list[dict]:
     """The arm's curve with the named tasks' best latencies replaced by ``shared_seconds``: for tasks whose
     one program every arm measures, the baseline's measurement of it, so that run-to-run noise on the same
-    program (up to 4x on a 20 µs kernel of this VM) does not move one arm's estimate against the other's.
+    program (up to 6x on one kernel of this VM) does not move one arm's estimate against the other's.
     A task's own best at each point is replayed from its history, one entry per round named in the curve; a
     task measured only in a round a kill interrupted takes its final best."""
     tasks_by_name = {t["name"]: t for t in tasks}
