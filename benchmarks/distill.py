@@ -33,12 +33,13 @@ KS = (1, 5, 10)
 def ranked_by_teacher(train: Dataset, scores: np.ndarray) -> Dataset:
     """``train`` with each group's valid latencies reassigned in the order of the teacher's scores (the
     highest score gets the group's lowest latency)."""
+    rows = np.flatnonzero(train.valid)
+    group = train.group[rows]
+    # both orders sort by group first, so position i of each falls in the same group
+    by_score = rows[np.lexsort((-scores[rows], group))]
+    by_latency = rows[np.lexsort((train.latency[rows], group))]
     latency = train.latency.copy()
-    valid = train.valid
-    group = train.group
-    for g in np.unique(group[valid]):
-        rows = np.flatnonzero((group == g) & valid)
-        latency[rows[np.argsort(-scores[rows], kind="stable")]] = np.sort(train.latency[rows])
+    latency[by_score] = train.latency[by_latency]
     return dataclasses.replace(train, latency=latency)
 
 
