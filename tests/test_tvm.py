@@ -415,6 +415,18 @@ def test_a_round_that_finds_at_most_half_the_programs_asked_for_stops_its_task()
     assert exhaustion_stop(40, 64, False, False) is None  # many failures, but the search still gives
 
 
+def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
+    from crosstune.tvm.rounds import HEAD_START_OPTIONS, SearchSettings
+    from crosstune.tvm.tune_compare import crosstune_arm_name
+
+    assert crosstune_arm_name(list(reversed(HEAD_START_OPTIONS))) == "crosstune"
+    assert crosstune_arm_name([]) == "crosstune-none"
+    assert crosstune_arm_name(["early-stop", "small-first-round"]) == "crosstune-small-first-round+early-stop"
+    lean = SearchSettings(population_size=256, genetic_num_iters=2)
+    assert crosstune_arm_name(list(HEAD_START_OPTIONS), lean) == "crosstune-search256x2"
+    assert crosstune_arm_name(["early-stop"], lean) == "crosstune-early-stop-search256x2"
+
+
 def test_tune_compare_refuses_bad_options_with_one_line(capsys):
     from crosstune.cli import main
 

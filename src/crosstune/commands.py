@@ -581,6 +581,13 @@ def _tune_args(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+def _search_settings(population: int, genetic_iters: int):
+    from .tvm.rounds import SearchSettings  # imported when a run starts, after the cheap checks
+
+    return SearchSettings(population_size=population, genetic_num_iters=genetic_iters,
+                          init_min_unmeasured=min(50, population))
+
+
 @command("tune-compare", "MetaSchedule's XGBoost (until converged), a pre-trained crosstune model and random "
                          "search on the same tuning budget: time to the baseline's latency")
 def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
@@ -616,6 +623,10 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--population", type=POSITIVE_INT, default=512, help="evolutionary search population (MetaSchedule's default; "
                         "well below --round-trials, a round cannot find enough programs and its task stops)")
     p.add_argument("--genetic-iters", type=POSITIVE_INT, default=4, help="evolutionary search iterations (MetaSchedule's default)")
+    p.add_argument("--crosstune-population", type=POSITIVE_INT, default=None,
+                   help="the crosstune arm's own search population (default: --population); its folder's name says so")
+    p.add_argument("--crosstune-genetic-iters", type=POSITIVE_INT, default=None,
+                   help="the crosstune arm's own search iterations (default: --genetic-iters)")
     p.add_argument("--skip-end-to-end", action="store_true", help="do not compile, check and time the tuned networks (done once every arm has finished, in a fresh process, arms interleaved)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed")
 
@@ -625,7 +636,6 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
 
         out = claim_folder(args.out, "tune-compare", overwrite=args.overwrite, resume=args.resume, resumable=True,
                            inputs=tuple(args.dataset or ()))
-        from .tvm.rounds import SearchSettings  # TVM loads slowly: after the cheap checks
         from .tvm.tune_compare import CompareSettings, tune_compare
 
         head_start = [] if args.head_start.strip() == "none" else split_list(args.head_start)
@@ -636,8 +646,10 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
             epochs=args.epochs, fine_tune_every=args.fine_tune_every, head_start=head_start,
             first_round_trials=args.first_round_trials, round_trials=args.round_trials,
             tasks=split_list(args.tasks) if args.tasks else None,
-            search=SearchSettings(population_size=args.population, genetic_num_iters=args.genetic_iters,
-                                  init_min_unmeasured=min(50, args.population)),
+            search=_search_settings(args.population, args.genetic_iters),
+            crosstune_search=None if args.crosstune_population is None and args.crosstune_genetic_iters is None
+            else _search_settings(args.crosstune_population or args.population,
+                                  args.crosstune_genetic_iters or args.genetic_iters),
             seed=args.seed, end_to_end=not args.skip_end_to_end)
         with out:
             summary = tune_compare(settings, print_fn=functools.partial(print, flush=True))  # in order with TVM's log

@@ -50,6 +50,9 @@ class CompareSettings:
     round_trials: int = 64
     tasks: list[str] | None = None  # task names to tune; None: all of the network's
     search: SearchSettings = field(default_factory=SearchSettings)
+    # the crosstune arm's own search (None: the baseline's). A pre-trained model may need fewer candidates
+    # to rank than a model that learns as it goes; the baseline keeps MetaSchedule's defaults.
+    crosstune_search: SearchSettings | None = None
     seed: int = 0
     end_to_end: bool = True
 
@@ -68,12 +71,16 @@ class CompareSettings:
             raise CrosstuneError(f"--head-start: unknown {', '.join(bad)}; choose from {', '.join(HEAD_START_OPTIONS)} or none")
 
 
-def crosstune_arm_name(head_start: list[str]) -> str:
-    """``crosstune`` with every head-start option; a variant's name says which it has, so that variants
-    measured into the same --out keep their own directories."""
-    if sorted(head_start) == sorted(HEAD_START_OPTIONS):
-        return "crosstune"
-    return "crosstune-" + ("+".join(o for o in HEAD_START_OPTIONS if o in head_start) or "none")
+def crosstune_arm_name(head_start: list[str], search: SearchSettings | None = None) -> str:
+    """``crosstune`` with every head-start option and the baseline's search; a variant's name says what
+    differs (``search``: its own search, else None), so that variants measured into the same --out keep
+    their own directories."""
+    name = "crosstune"
+    if sorted(head_start) != sorted(HEAD_START_OPTIONS):
+        name += "-" + ("+".join(o for o in HEAD_START_OPTIONS if o in head_start) or "none")
+    if search is not None:
+        name += f"-search{search.population_size}x{search.genetic_num_iters}"
+    return name
 
 
 def _select_tasks(extracted, names: list[str] | None):
@@ -212,13 +219,14 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
     selected = _select_tasks(extracted, s.tasks)
     names = [t.task_name for t in selected]
     builder, runner = make_builder(), make_runner(config)
-    strategy = ms.search_strategy.EvolutionarySearch(population_size=s.search.population_size,
-                                                     init_min_unmeasured=s.search.init_min_unmeasured,
-                                                     genetic_num_iters=s.search.genetic_num_iters)
 
-    def arm(name: str, cost_model: str, head_start: list[str], fine_tune_every: int) -> Arm:
+    def arm(name: str, cost_model: str, head_start: list[str], fine_tune_every: int,
+            search: SearchSettings) -> Arm:
         settings = ArmSettings(name, cost_model, s.network, s.hardware_config, names, s.round_trials,
-                               s.first_round_trials, sorted(head_start), fine_tune_every, s.seed, s.search)
+                               s.first_round_trials, sorted(head_start), fine_tune_every, s.seed, search)
+        strategy = ms.search_strategy.EvolutionarySearch(population_size=search.population_size,
+                                                         init_min_unmeasured=search.init_min_unmeasured,
+                                                         genetic_num_iters=search.genetic_num_iters)
         # fresh contexts per arm: each clones the search strategy and forks its own random state
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             selected, str(s.out / name), strategy=strategy, num_threads=config.num_cores, seed=s.seed)
@@ -228,15 +236,16 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
                      + (" (finished)" if made.state["done"] else ""))
         return made
 
-    plan = [("xgb", "xgb", [], 0)]
+    plan = [("xgb", "xgb", [], 0, s.search)]
     if "crosstune" in s.arms:
-        plan.append((crosstune_arm_name(s.head_start), model_dir, s.head_start, s.fine_tune_every))
+        plan.append((crosstune_arm_name(s.head_start, s.crosstune_search), model_dir, s.head_start,
+                     s.fine_tune_every, s.crosstune_search or s.search))
     if "random" in s.arms:
-        plan.append(("random", "random", [], 0))
+        plan.append(("random", "random", [], 0, s.search))
     arms: dict[str, Arm] = {}
     budget = None
-    for name, cost_model, head_start, fine_tune_every in plan:
-        current = arm(name, cost_model, head_start, fine_tune_every)
+    for name, cost_model, head_start, fine_tune_every, search in plan:
+        current = arm(name, cost_model, head_start, fine_tune_every, search)
         arms[name] = current
         if name == "xgb":
             limit = s.max_trials if s.until_converged else s.trials
