@@ -415,6 +415,17 @@ def test_a_round_that_finds_at_most_half_the_programs_asked_for_stops_its_task()
     assert exhaustion_stop(40, 64, False, False) is None  # many failures, but the search still gives
 
 
+def test_the_report_says_when_sessions_ran_at_different_machine_speeds():
+    from crosstune.tvm.rounds import machine_speed_ms, speed_mismatch
+
+    assert speed_mismatch({"xgb": [100.0], "crosstune": [112.0, 108.0]}) is None  # within 15%
+    assert speed_mismatch({"xgb": [100.0], "crosstune": []}) is None  # nothing to compare
+    said = speed_mismatch({"xgb": [190.0], "crosstune": [100.0]})
+    assert "1.90x" in said and "xgb: 190 ms" in said and "one session" in said
+    assert speed_mismatch({"xgb": [100.0, 130.0]}) is not None  # one arm's own sessions differ too
+    assert machine_speed_ms(repeats=1) > 0
+
+
 def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
     from crosstune.tvm.rounds import HEAD_START_OPTIONS, SearchSettings
     from crosstune.tvm.tune_compare import crosstune_arm_name
@@ -480,6 +491,8 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     baseline = runs["xgb"]
     assert baseline["trials"] == report["budget_trials"] == 7 and runs["random"]["trials"] == 7
     assert baseline["trials_reused"] == reused and len(baseline["sessions"]) == 2
+    assert all(x["speed_probe_ms"] > 0 for x in baseline["sessions"])  # each session's machine speed
+    assert "speed_mismatch" in report  # None, or the sentence the report printed
     from crosstune.tvm.rounds import this_machine
 
     assert all(run["machines"] == [this_machine()] for run in runs.values())

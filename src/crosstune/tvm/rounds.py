@@ -104,6 +104,38 @@ def _loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+SPEED_TOLERANCE = 0.15  # sessions whose probes differ by more did not tune on the same machine speed
+
+
+def machine_speed_ms(repeats: int = 5) -> float:
+    """Milliseconds of a fixed piece of CPU work, the median of ``repeats``: interpreted Python (what the
+    tuner's own loop does) and float32 matrix products (what compiled code does). On a shared VM the same
+    tuning round took 1.9x longer in one session than in another (docs/BENCHMARKS.md); a session records
+    this probe so that the report can say when arms' clocks are not comparable."""
+    a = np.random.default_rng(0).random((256, 256), dtype=np.float32)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        total = 0
+        for i in range(200_000):
+            total += i * i
+        for _ in range(20):
+            a @ a
+        times.append(time.perf_counter() - started)
+    return round(1e3 * float(np.median(times)), 2)
+
+
+def speed_mismatch(probes: dict[str, list[float]]) -> str | None:
+    """A sentence when the sessions' speed probes (per arm, ms) differ by more than SPEED_TOLERANCE, else None."""
+    every = [p for values in probes.values() for p in values]
+    if len(every) < 2 or max(every) <= min(every) * (1 + SPEED_TOLERANCE):
+        return None
+    listed = "; ".join(f"{arm}: {', '.join(f'{p:.0f}' for p in values)} ms" for arm, values in probes.items() if values)
+    return (f"the machine's speed differed between tuning sessions (speed probe {listed}; slowest "
+            f"{max(every) / min(every):.2f}x the fastest): time fractions across those sessions mix a faster and a "
+            f"slower machine; run the arms in one session to compare their times")
+
+
 def estimated_latency_ms(tasks: list[dict]) -> float:
     """Σ weight × best measured latency over the tuned tasks; NaN until every task has one."""
     best = [t["best_seconds"] for t in tasks]
@@ -414,7 +446,7 @@ class Arm:
         if self.state["done"]:
             return  # re-read for the report: not a tuning session
         self.state["sessions"].append({"loadavg_start": _loadavg(), "reused_trials": self.reused_trials,
-                                       "machine": self.machine})
+                                       "machine": self.machine, "speed_probe_ms": machine_speed_ms()})
         self.session_started = time.perf_counter()
         chunk_end = self.state["trials"] + chunk_trials
         quiet = logging.getLogger("tvm.s_tir.meta_schedule")

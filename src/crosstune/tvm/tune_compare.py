@@ -24,7 +24,7 @@ from . import require_tvm
 from .measure import configuration, make_builder, make_runner, target_of
 from .networks import extract_network_tasks, get_network
 from .arm_timing import ROUNDS, time_in_fresh_process
-from .rounds import HEAD_START_OPTIONS, Arm, ArmSettings, SearchSettings, converged, this_machine
+from .rounds import HEAD_START_OPTIONS, Arm, ArmSettings, SearchSettings, converged, speed_mismatch, this_machine
 from .tune import plot_curves
 
 ARMS = ("xgb", "crosstune", "random")
@@ -360,6 +360,15 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
                  + "; ".join(f"{name}: {', '.join(m)}" for name, m in machines.items()))
     elif machines:
         print_fn(f"tuned on {', '.join(next(iter(machines.values())))}")
+    probes = {name: [x["speed_probe_ms"] for x in r["sessions"] if x.get("speed_probe_ms")]
+              for name, r in summary["runs"].items()}  # recorded since 2026-12-02 (session 21)
+    mismatch = summary["speed_mismatch"] = speed_mismatch(probes)
+    if mismatch:
+        print_fn(mismatch)
+    unprobed = [name for name, values in probes.items() if not values]
+    if unprobed and len(unprobed) < len(probes):
+        print_fn(f"no speed probe for {', '.join(unprobed)} (tuned before the probe was recorded): whether the "
+                 "machine's speed changed between the arms' sessions is not known")
     timings = {r["compiled_timing"] for r in summary["runs"].values() if r["compiled_timing"]}
     if "fresh process, arms interleaved" in timings:
         print_fn(f"compiled ms: {COMPILED_NOTE}, on {this_machine()}")
