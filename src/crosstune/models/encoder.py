@@ -1,10 +1,8 @@
 """A lean pre-norm transformer encoder for short token sequences.
 
 Why not ``nn.TransformerEncoder``: in inference it takes PyTorch's "fast path", whose masked softmax
-was 41% of crossfeat's prediction time on 2 CPU cores (batch 512, ~40 tokens). Nor
-``scaled_dot_product_attention``: on sequences this short (10-50 tokens, 2 heads of 32) its CPU flash
-kernel took 28% of a prediction, and two batched products around a softmax do the same work in about
-half the time (docs/BENCHMARKS.md). So attention is written out here, in training and inference alike.
+was 41% of crossfeat's prediction time on 2 CPU cores (batch 512, ~40 tokens). This encoder calls
+``scaled_dot_product_attention`` with a boolean key mask instead, in training and inference alike.
 Parameter names match ``nn.TransformerEncoderLayer`` (``self_attn.in_proj_weight``, ``linear1``,
 ``norm1``...), so weights saved by earlier crosstune versions load unchanged.
 """
@@ -29,15 +27,13 @@ class SelfAttention(nn.Module):
         nn.init.xavier_uniform_(self.in_proj_weight)
         nn.init.zeros_(self.out_proj.bias)
 
-    def forward(self, x: torch.Tensor, key_bias: torch.Tensor) -> torch.Tensor:
-        """``key_bias``: (batch, 1, 1, length), 0 where a key may be attended to and -inf where not."""
+    def forward(self, x: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
+        """``attend``: (batch, 1, 1, length) bool, True where a key may be attended to."""
         batch, length, d_model = x.shape
-        head_dim = d_model // self.heads
         qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)
-        q, k, v = qkv.view(batch, length, 3, self.heads, head_dim).permute(2, 0, 3, 1, 4)
-        scores = torch.matmul(q, k.transpose(-1, -2)).mul_(head_dim ** -0.5).add_(key_bias)
-        weights = F.dropout(torch.softmax(scores, dim=-1), self.dropout, self.training)
-        out = torch.matmul(weights, v)  # (batch, heads, length, head_dim)
+        q, k, v = qkv.view(batch, length, 3, self.heads, d_model // self.heads).permute(2, 0, 3, 1, 4)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attend,
+                                             dropout_p=self.dropout if self.training else 0.0)
         return self.out_proj(out.transpose(1, 2).reshape(batch, length, d_model))
 
 
@@ -51,8 +47,8 @@ class EncoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, key_bias: torch.Tensor) -> torch.Tensor:
-        x = x + self.dropout(self.self_attn(self.norm1(x), key_bias))
+    def forward(self, x: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
+        x = x + self.dropout(self.self_attn(self.norm1(x), attend))
         return x + self.dropout(self.linear2(self.dropout(F.gelu(self.linear1(self.norm2(x))))))
 
 
@@ -63,8 +59,7 @@ class Encoder(nn.Module):
 
     def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         """``keep``: (batch, length) bool, True at real tokens; padded keys get no attention."""
-        key_bias = torch.zeros(keep.shape, dtype=x.dtype, device=x.device).masked_fill_(~keep, float("-inf"))
-        key_bias = key_bias[:, None, None, :]
+        attend = keep[:, None, None, :]
         for layer in self.layers:
-            x = layer(x, key_bias)
+            x = layer(x, attend)
         return x
