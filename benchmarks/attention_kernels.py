@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench_predict import prediction_batches  # this folder: the same batches as bench_predict.py
 from crosstune.data import bundled_dataset
 from crosstune.dataset import load_dataset
 from crosstune.experiment import fit_model
@@ -51,10 +52,7 @@ def main() -> None:
     ds = load_dataset([args.dataset or str(bundled_dataset())])
     train = ds.select(ds.hardware_mask([args.train_hardware]))
     others = ds.select(~ds.hardware_mask([args.train_hardware]))
-    picked = np.random.default_rng(0).choice(len(others), size=min(512, len(others)), replace=False)
-    groups, sizes = np.unique(others.group, return_counts=True)
-    largest = np.flatnonzero(others.group == groups[sizes.argmax()])[:512]
-    batches = {"mixed": others.select(np.sort(picked)), "one task": others.select(largest)}
+    batches = prediction_batches(others, 512)
     print(f"torch threads: {torch.get_num_threads()}; train on {args.train_hardware} ({len(train)} records)")
     fit_model("crossfeat", train, TrainConfig(epochs=1, seed=0))  # the process's warm-up: the first fit pays it
     models = {}

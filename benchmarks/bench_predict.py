@@ -31,6 +31,16 @@ def _variant(text: str) -> tuple[str, dict[str, str]]:
     return kind, parse_settings(settings)
 
 
+def prediction_batches(programs, size: int) -> dict:
+    """"mixed": a seeded sample of ``size`` programs of every task; "one task": the largest task's first
+    ``size`` programs. A sample of the whole set, not its first rows: records come sorted by task, and the
+    first tasks' programs (pooling) are a third as long as the average, which a batch's speed depends on."""
+    picked = np.random.default_rng(0).choice(len(programs), size=min(size, len(programs)), replace=False)
+    groups, sizes = np.unique(programs.group, return_counts=True)
+    largest = np.flatnonzero(programs.group == groups[sizes.argmax()])[:size]
+    return {"mixed": programs.select(np.sort(picked)), "one task": programs.select(largest)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
@@ -51,12 +61,7 @@ def main() -> None:
         # hardware; how fast a batch is scored depends on its programs' lengths, not on how well it is scored.
         print(f"only {train_hw} in {args.dataset}: the prediction batch is {train_hw} programs")
         others = train
-    # A seeded sample of the whole set, not its first rows: records come sorted by task, and the first
-    # tasks' programs (pooling) are a third as long as the average, which a batch's speed depends on.
-    picked = np.random.default_rng(0).choice(len(others), size=min(args.batch, len(others)), replace=False)
-    groups, sizes = np.unique(others.group, return_counts=True)
-    largest = np.flatnonzero(others.group == groups[sizes.argmax()])[:args.batch]
-    batches = {"mixed": others.select(np.sort(picked)), "one task": others.select(largest)}
+    batches = prediction_batches(others, args.batch)
     print(f"torch threads: {torch.get_num_threads()}; train on {train_hw} ({len(train)} records); predict "
           + "; ".join(f"{name}: {len(b)} programs, {b.seq_len.mean():.1f} tokens on average (max {b.seq_len.max()})"
                       for name, b in batches.items()))

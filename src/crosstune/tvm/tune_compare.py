@@ -325,7 +325,13 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
                   "estimated latency = Σ task weight × best measured task latency over the tuned tasks",
                   COMPILED_NOTE],
         "runs": runs,
+        "speed_mismatch": speed_mismatch(_speed_probes(runs)),
     }
+
+
+def _speed_probes(runs: dict) -> dict[str, list[float]]:
+    """Each arm's sessions' speed probes, ms (recorded since 2026-12-02, session 21; none before)."""
+    return {name: [x["speed_probe_ms"] for x in r["sessions"] if x.get("speed_probe_ms")] for name, r in runs.items()}
 
 
 def _fmt(value, spec: str) -> str:
@@ -360,11 +366,9 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
                  + "; ".join(f"{name}: {', '.join(m)}" for name, m in machines.items()))
     elif machines:
         print_fn(f"tuned on {', '.join(next(iter(machines.values())))}")
-    probes = {name: [x["speed_probe_ms"] for x in r["sessions"] if x.get("speed_probe_ms")]
-              for name, r in summary["runs"].items()}  # recorded since 2026-12-02 (session 21)
-    mismatch = summary["speed_mismatch"] = speed_mismatch(probes)
-    if mismatch:
-        print_fn(mismatch)
+    if summary["speed_mismatch"]:
+        print_fn(summary["speed_mismatch"])
+    probes = _speed_probes(summary["runs"])
     unprobed = [name for name, values in probes.items() if not values]
     if unprobed and len(unprobed) < len(probes):
         print_fn(f"no speed probe for {', '.join(unprobed)} (tuned before the probe was recorded): whether the "
