@@ -3,6 +3,7 @@ inside MetaSchedule's search, and a whole-network tune that is checked against P
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
@@ -254,6 +255,43 @@ def test_collect_resumed_in_a_new_process_imports_again(collected):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "measured 0 skipped 12" in result.stdout
     assert len(load_dataset([out / "dataset"])) == 12
+
+
+def test_the_builder_keeps_its_workers_between_calls_and_replaces_them_after_a_while(tmp_path):
+    """One pool of build workers serves several calls (starting one costs seconds per tuning round);
+    after builds_per_pool calls it is replaced; artifacts run and are then removed by build_and_run."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+
+    from crosstune.hardware.local import local_configurations
+    from crosstune.tvm.measure import build_and_run, make_builder, make_runner, target_of
+
+    a = te.placeholder((256,), name="a", dtype="float32")
+    doubled = te.compute((256,), lambda i: a[i] * 2.0, name="doubled")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, doubled])})
+    config = local_configurations()["local-sse-1c"]
+    target = target_of(config)
+    builder = make_builder(builds_per_pool=2)
+    pools, artifacts = [], []
+    for _ in range(3):
+        results = builder.build([ms.builder.BuilderInput(mod, target)] * 2)
+        assert [r.error_msg for r in results] == [None, None]
+        artifacts += [r.artifact_path for r in results]
+        pools.append(builder.pool)
+    assert all(os.path.isfile(path) for path in artifacts)
+    assert pools[0] is pools[1] and pools[2] is not pools[0]  # kept for two calls, then a fresh one
+    with_params = builder.build([ms.builder.BuilderInput(mod, target, params={"a": tvm.runtime.tensor(np.ones(256, "float32"))})])
+    assert "no bound params" in with_params[0].error_msg
+
+    assert len(set(artifacts)) == len(artifacts)  # each build exported to a folder of its own
+
+    exported = os.path.join(os.path.dirname(os.path.dirname(artifacts[0])), "*", os.path.basename(artifacts[0]))
+    before = set(glob.glob(exported))
+    args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    measured = build_and_run([tvm.s_tir.Schedule(mod)], target, args_info, builder, make_runner(config))
+    assert measured[0].error is None and len(measured[0].run_secs) == 3 and all(s > 0 for s in measured[0].run_secs)
+    assert set(glob.glob(exported)) == before  # its artifact was run, then removed
 
 
 def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against_pytorch(ms_model, tmp_path, capsys):

@@ -40,7 +40,7 @@ from .measure import RpcSettings, build_and_run, configuration, make_builder, ma
 from .networks import extract_network_tasks, get_network
 
 _ANCHOR_WORDS = ("conv", "matmul", "dense", "batch", "softmax", "norm", "pool", "mean")
-_BATCH = 64  # LocalBuilder restarts its worker pool per call: large batches amortise that
+_BATCH = 64  # programs per build-and-run call, committed to the database together
 
 
 @dataclass
