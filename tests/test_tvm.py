@@ -478,7 +478,7 @@ def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
     assert crosstune_arm_name(["early-stop"], lean) == "crosstune-early-stop-search256x2"
 
 
-def test_tune_compare_refuses_bad_options_with_one_line(capsys):
+def test_tune_compare_refuses_bad_options_with_one_line(capsys, tmp_path):
     from crosstune.cli import main
 
     common = ["tune-compare", "--network", "resnet18", "--hardware-config", "local-sse-2c", "--trials", "4"]
@@ -487,6 +487,11 @@ def test_tune_compare_refuses_bad_options_with_one_line(capsys):
     assert main([*common, "--out", "unused", "--head-start", "early-stop,fast"]) == 2
     err = capsys.readouterr().err
     assert "unknown fast" in err and len(err.strip().splitlines()) == 1
+    assert main([*common, "--out", str(tmp_path / "nothing-here"), "--report-only"]) == 2
+    assert "holds no baseline arm" in capsys.readouterr().err
+    assert not (tmp_path / "nothing-here").exists()  # the folder it claimed is removed again
+    assert main([*common, "--out", "unused", "--report-only", "--overwrite"]) == 2
+    assert "cannot be combined with --overwrite" in capsys.readouterr().err
 
 
 def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tmp_path):
@@ -515,6 +520,14 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
         proc.wait(timeout=30)
     killed_at = json.loads(state.read_text())["trials"]
     assert 3 <= killed_at < 7
+    # the stopped run's report, tuning nothing: only the arm that had started, as saved
+    stopped = subprocess.run([*command, "--report-only"], capture_output=True, text=True, timeout=600)
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    assert "xgb: not tuned (--report-only)" in stopped.stdout and "stopped before its end" in stopped.stdout
+    partial = json.loads((out / "tune-compare.json").read_text())
+    assert list(partial["runs"]) == ["xgb"] and partial["runs"]["xgb"]["stop_reason"] is None
+    assert partial["runs"]["xgb"]["trials"] >= killed_at and len(partial["runs"]["xgb"]["sessions"]) == 1
+    assert not (out / "crosstune").exists()
     with open(out / "xgb" / "database_tuning_record.json", "ab") as stream:
         stream.write(b'[0, [[[["GetSBlock", [], ["conv')  # a record cut short by the kill
     again = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=900)

@@ -597,6 +597,9 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--hardware-config", required=True, help="local configuration, e.g. local-avx512-2c")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="folder for every arm, the report and the curves")
     p.add_argument("--resume", action="store_true", help="continue a killed run in --out, re-using its trials")
+    p.add_argument("--report-only", action="store_true",
+                   help="tune nothing: write the report and curves from the arms as saved in --out (a run stopped "
+                        "before its end; give the run's own options, and stop a live run first)")
     _add_overwrite(p, "tuning comparison")
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument("--trials", type=POSITIVE_INT, help="the baseline's fixed budget (the other arms get the same)")
@@ -632,10 +635,13 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
 
     def run(args: argparse.Namespace) -> int:
         from .data import bundled_dataset
+        from .errors import CrosstuneError
         from .outputs import claim_folder
 
-        out = claim_folder(args.out, "tune-compare", overwrite=args.overwrite, resume=args.resume, resumable=True,
-                           inputs=tuple(args.dataset or ()))
+        if args.report_only and args.overwrite:
+            raise CrosstuneError("--report-only reads the run in --out; it cannot be combined with --overwrite")
+        out = claim_folder(args.out, "tune-compare", overwrite=args.overwrite, resume=args.resume or args.report_only,
+                           resumable=True, inputs=tuple(args.dataset or ()))
         from .tvm.tune_compare import CompareSettings, tune_compare
 
         head_start = [] if args.head_start.strip() == "none" else split_list(args.head_start)
@@ -650,7 +656,7 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
             crosstune_search=None if args.crosstune_population is None and args.crosstune_genetic_iters is None
             else _search_settings(args.crosstune_population or args.population,
                                   args.crosstune_genetic_iters or args.genetic_iters),
-            seed=args.seed, end_to_end=not args.skip_end_to_end)
+            seed=args.seed, end_to_end=not args.skip_end_to_end, report_only=args.report_only)
         with out:
             summary = tune_compare(settings, print_fn=functools.partial(print, flush=True))  # in order with TVM's log
         print(f"report: {Path(args.out) / 'tune-compare.json'}, curves: {Path(args.out) / 'tune-compare-curve.png'}")

@@ -55,6 +55,9 @@ class CompareSettings:
     crosstune_search: SearchSettings | None = None
     seed: int = 0
     end_to_end: bool = True
+    # write the report from the arms as saved in ``out``, tuning nothing: a run stopped before its end
+    # (a session's time ran out) still says where each arm stood
+    report_only: bool = False
 
     def check(self) -> None:
         if (self.trials is None) == (not self.until_converged):
@@ -205,10 +208,15 @@ def final_estimate(curve: list[dict]) -> float:
 def tune_compare(s: CompareSettings, print_fn=print) -> dict:
     require_tvm()
     s.check()
+    s.out = Path(s.out)
+    if s.report_only:
+        saved = [kind for kind, folder in _arm_folders(s).items() if (s.out / folder / "state.json").is_file()]
+        if "xgb" not in saved:
+            raise CrosstuneError(f"--report-only: {s.out} holds no baseline arm (xgb/state.json) to report on")
+        s.arms = saved  # an arm the run never started is left out of the report
     get_network(s.network)
     config = configuration(s.hardware_config)
     config.check_supported()
-    s.out = Path(s.out)
     s.out.mkdir(parents=True, exist_ok=True)
     model_dir, pretrain = (_pretrained_model(s, print_fn) if "crosstune" in s.arms else (None, {}))
     os.environ["TVM_NUM_THREADS"] = str(config.num_cores)
@@ -236,9 +244,10 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
                      + (" (finished)" if made.state["done"] else ""))
         return made
 
+    folders = _arm_folders(s)
     plan = [("xgb", "xgb", [], 0, s.search)]
     if "crosstune" in s.arms:
-        plan.append((crosstune_arm_name(s.head_start, s.crosstune_search), model_dir, s.head_start,
+        plan.append((folders["crosstune"], model_dir, s.head_start,
                      s.fine_tune_every, s.crosstune_search or s.search))
     if "random" in s.arms:
         plan.append(("random", "random", [], 0, s.search))
@@ -247,7 +256,11 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
     for name, cost_model, head_start, fine_tune_every, search in plan:
         current = arm(name, cost_model, head_start, fine_tune_every, search)
         arms[name] = current
-        if name == "xgb":
+        if s.report_only:
+            if not current.state["done"]:
+                print_fn(f"{name}: not tuned (--report-only); as saved, {current.state['trials']} trials, "
+                         "stopped before its end (--resume continues it)")
+        elif name == "xgb":
             limit = s.max_trials if s.until_converged else s.trials
             print_fn(f"xgb: tuning {len(names)} tasks of {s.network} "
                      + (f"until converged (at most {limit} trials)" if s.until_converged else f"for {limit} trials"))
@@ -263,6 +276,12 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
     summary = _summary(s, arms, names, pretrain, timing)
     _write_report(s, summary, arms, print_fn)
     return summary
+
+
+def _arm_folders(s: CompareSettings) -> dict[str, str]:
+    """The folder of every arm the settings ask for, by kind, the baseline first."""
+    folders = {"xgb": "xgb", "crosstune": crosstune_arm_name(s.head_start, s.crosstune_search), "random": "random"}
+    return {kind: folder for kind, folder in folders.items() if kind in s.arms}
 
 
 def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrain: dict, timing: dict) -> dict:
@@ -359,7 +378,7 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
     print_fn(table)
     print_fn(f"xgb's final estimated latency {summary['baseline_final_estimated_latency_ms']:.3f} ms after "
              f"{summary['budget_trials']} trials, {summary['baseline_tuning_seconds']:.0f} s "
-             f"({summary['runs']['xgb']['stop_reason']}); fractions are of that time")
+             f"({summary['runs']['xgb']['stop_reason'] or 'stopped before its end'}); fractions are of that time")
     machines = {name: r["machines"] for name, r in summary["runs"].items() if r["machines"]}  # recorded since 2026-12-02
     if len({tuple(m) for m in machines.values()}) > 1:
         print_fn("the arms were tuned on different machines, so their times do not compare: "
