@@ -418,8 +418,10 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
                      f"{_fmt(r['fraction_to_within_5pct_one_program_shared_and_left_out'], '.0%')}")
     atomic_write_text(s.out / "tune-compare.json", json.dumps(summary, indent=1, default=float))
     final = summary["baseline_final_estimated_latency_ms"]
+    unfinished = [f"{name} at {r['trials']}" for name, r in summary["runs"].items() if r["stop_reason"] is None]
     plot_curves({name: r["curve"] for name, r in summary["runs"].items()}, s.out / "tune-compare-curve.png",
-                f"{s.network} on {s.hardware_config}, {summary['budget_trials']} trials per arm",
+                f"{s.network} on {s.hardware_config}, a budget of {summary['budget_trials']} trials per arm"
+                + (f" (stopped before it: {', '.join(unfinished)})" if unfinished else ""),
                 {"xgb final": final, "xgb final + 5%": final * (1 + WITHIN)})
 
 
