@@ -422,6 +422,16 @@ def test_convergence_rule_and_the_two_task_choices():
     assert np.isnan(_fraction_without(float("nan"), rounds, {"b"}, 100.0, 50.0))  # never reached
 
 
+def test_one_program_tasks_share_the_lowest_reading_of_any_arm():
+    from crosstune.tvm.tune_compare import lowest_measurements
+
+    arms = {"xgb": [{"name": "e", "best_seconds": 28e-3}, {"name": "conv", "best_seconds": 5e-3}],
+            "crosstune": [{"name": "e", "best_seconds": 0.15e-3}, {"name": "conv", "best_seconds": 4e-3}],
+            "stopped": [{"name": "e", "best_seconds": None}, {"name": "conv", "best_seconds": None}]}
+    assert lowest_measurements(arms, {"e"}) == {"e": 0.15e-3}  # a tuned task is never shared
+    assert lowest_measurements(arms, set()) == {}
+
+
 def test_one_program_tasks_latencies_shared_with_the_baseline():
     from crosstune.tvm.tune_compare import first_reach, shared_latency_curve
 
@@ -561,10 +571,14 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
         assert np.isfinite(run["one_program_latency_difference_ms"])
         assert run["time_split_seconds"]["build"] > 0 and len(run["sessions"][0]["loadavg_start"]) == 3
     assert 0 < baseline["fraction_to_reach_baseline_final"] <= 1  # at the latest when it ends
-    # the baseline's one-program latencies are its own: sharing them changes nothing for it
-    assert baseline["one_program_latency_difference_ms"] == 0.0
-    assert baseline["fraction_to_reach_baseline_final_one_program_shared"] == baseline["fraction_to_reach_baseline_final"]
-    assert "latencies set to xgb's measurements" in again.stdout
+    # shared: every arm's one-program task at the lowest of the arms' readings, so no arm's estimate rises
+    shared = report["one_program_shared_seconds"]
+    assert shared["fused_batch_norm_relu"] == min(
+        next(t["best_seconds"] for t in run["tasks"] if t["name"] == "fused_batch_norm_relu") for run in runs.values())
+    assert all(run["one_program_latency_difference_ms"] >= 0 for run in runs.values())
+    assert report["baseline_final_one_program_shared_ms"] == pytest.approx(
+        report["baseline_final_estimated_latency_ms"] - baseline["one_program_latency_difference_ms"])
+    assert "set in every arm to the lowest of the arms' measurements" in again.stdout
     assert 0 < baseline["one_program_task_seconds"] < baseline["tuning_seconds"]
     ours = runs["crosstune"]
     assert [c["trials"] for c in ours["curve"][:2]] == [1, 3]  # one program, then a small first round of 2
