@@ -2,7 +2,6 @@
 
     python benchmarks/bench_predict.py DATASET [--batch 512] [--train-hardware k80] [--epochs 1]
         [--models crossfeat,xgb] [--arch crossfeat:d_model=32,layers=1 ...] [--rounds 5] [--repeat 10]
-        [--compiled]
 
 Trains each model briefly on one hardware of DATASET (prediction speed does not depend on how well the
 model was trained), then times ``predict`` on two batches of up to ``--batch`` programs of the other
@@ -10,15 +9,12 @@ hardware: "mixed", a seeded sample of all its tasks (programs of many lengths), 
 programs of its largest task (what one call of the tuner's search scores: candidates of similar lengths).
 The models take turns, ``--rounds`` rounds of ``--repeat`` calls each after a warm-up, so that a
 drift in the machine's speed (a shared VM's is large) hits every model alike; best and median over
-all calls. ``--arch KIND:NAME=VALUE,...`` adds a sized variant of a model (repeatable). ``--compiled``
-adds each neural model's ``torch.compile``'d twin (the same trained weights; models/compiled.py), timed
-beside it, with the seconds of its first call (the compilation) and the largest difference of its scores.
+all calls. ``--arch KIND:NAME=VALUE,...`` adds a sized variant of a model (repeatable).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 
 import numpy as np
@@ -45,16 +41,6 @@ def prediction_batches(programs, size: int) -> dict:
     return {"mixed": programs.select(np.sort(picked)), "one task": programs.select(largest)}
 
 
-def _compiled_twin(label: str, model, batches: dict) -> tuple:
-    """(label, the model compiled, what its first calls cost and how far its scores are from the eager ones)."""
-    twin = copy.copy(model).compile_inference()  # shares the trained network; ``model`` stays eager
-    started = time.perf_counter()
-    first = {name: twin.predict(batch) for name, batch in batches.items()}
-    seconds = time.perf_counter() - started
-    gap = max(float(np.abs(first[name] - model.predict(batch)).max()) for name, batch in batches.items())
-    return (f"{label} compiled", twin, f"first calls {seconds:6.1f} s (compiling); largest score difference {gap:.1e}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
@@ -65,7 +51,6 @@ def main() -> None:
     parser.add_argument("--arch", type=_variant, action="append", default=[], metavar="KIND:NAME=VALUE,...")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--compiled", action="store_true", help="also time each neural model compiled")
     args = parser.parse_args()
     ds = load_dataset([args.dataset])
     train_hw = args.train_hardware or ds.hardware_names[0]
@@ -89,8 +74,6 @@ def main() -> None:
         label = kind + (" " + ",".join(f"{k}={v}" for k, v in arch.items()) if arch else "")
         model.predict(batches["mixed"])
         trained.append((label, model, f"train {seconds:6.1f} s ({samples / seconds:6.0f} samples/s)"))
-        if args.compiled and hasattr(model, "compile_inference"):
-            trained.append(_compiled_twin(label, model, batches))
     times = {(label, name): [] for label, _, _ in trained for name in batches}
     for _ in range(args.rounds):
         for label, model, _ in trained:

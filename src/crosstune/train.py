@@ -245,18 +245,15 @@ class Trained:
 
 
 @torch.inference_mode()
-def predict_scores(net: torch.nn.Module, batch_tensors: BatchTensors, feats: Features,
-                   forward: Callable[..., torch.Tensor] | None = None) -> np.ndarray:
-    """One score per row of ``feats``, batched (similar lengths together: less padding). ``forward``
-    computes ``net``'s scores another way (a compiled ``net``: models/compiled.py); default ``net`` itself."""
+def predict_scores(net: torch.nn.Module, batch_tensors: BatchTensors, feats: Features) -> np.ndarray:
+    """One score per row of ``feats``, batched (similar lengths together: less padding)."""
     net = net.eval()
-    forward = forward or net
     device = next(net.parameters()).device
     order = np.argsort(feats.lengths, kind="stable")
     scores = np.empty(len(feats), dtype=np.float64)
     for start, stop in length_buckets(feats.lengths[order]):
         rows = order[start:stop]
-        scores[rows] = forward(**batch_tensors(feats, rows, device)).float().cpu().numpy()
+        scores[rows] = net(**batch_tensors(feats, rows, device)).float().cpu().numpy()
     return scores
 
 

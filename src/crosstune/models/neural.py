@@ -19,7 +19,6 @@ from ..errors import CrosstuneError
 from ..features import Features, Normalizer, featurize
 from ..train import TrainConfig, predict_scores, train_neural
 from .base import CostModel, FitOptions, copied, saved_config_read
-from .compiled import CompiledForward
 
 WEIGHTS = "weights.safetensors"
 
@@ -51,7 +50,6 @@ class NeuralCostModel(CostModel):
         self.history: dict = {}
         self.hardware_seen: dict[str, list[float]] = {}
         self.hardware_descriptors: dict[str, dict] = {}
-        self._compiled: CompiledForward | None = None  # set by compile_inference
 
     @abstractmethod
     def build_net(self) -> torch.nn.Module: ...
@@ -88,21 +86,7 @@ class NeuralCostModel(CostModel):
         return self.predict_features(featurize(programs, self.normalizer))
 
     def predict_features(self, feats: Features) -> np.ndarray:
-        return predict_scores(self.net, self.batch_tensors, feats, forward=self._compiled_forward())
-
-    def compile_inference(self) -> "NeuralCostModel":
-        """Score through ``torch.compile`` from now on (models/compiled.py: the same scores, faster in a
-        process that predicts many times; the first large call compiles). Returns the model."""
-        if self.net is None:
-            raise CrosstuneError("model is not trained or loaded")
-        self._compiled = CompiledForward(self.net)
-        return self
-
-    def _compiled_forward(self) -> CompiledForward | None:
-        compiled = self._compiled
-        if compiled is not None and compiled.net is not self.net:  # a new network since: compile that one
-            compiled = self._compiled = CompiledForward(self.net)
-        return compiled
+        return predict_scores(self.net, self.batch_tensors, feats)
 
     def _write(self, directory: Path) -> dict:
         if self.net is None or self.normalizer is None:
