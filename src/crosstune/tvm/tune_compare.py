@@ -306,11 +306,13 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
     one_program = {t["name"] for i, t in enumerate(baseline["tasks"]) if arms["xgb"].one_program(i)}
     base_one_program = seconds_on_tasks(baseline["curve"], one_program)
     shared_seconds = lowest_measurements({name: arm.state["tasks"] for name, arm in arms.items()}, one_program)
-    shared_final = final_estimate(shared_latency_curve(baseline["curve"], baseline["tasks"], shared_seconds))
+    shared_curves = {name: shared_latency_curve(arm.state["curve"], arm.state["tasks"], shared_seconds)
+                     for name, arm in arms.items()}
+    shared_final = final_estimate(shared_curves["xgb"])
     runs = {}
     for name, current in arms.items():
         st = current.state
-        shared = shared_latency_curve(st["curve"], st["tasks"], shared_seconds)
+        shared = shared_curves[name]
         clocks = (st["curve"], one_program, base_seconds, base_one_program)
         as_measured, as_shared = _reaching(st["curve"], final, *clocks), _reaching(shared, shared_final, *clocks)
         # runs before 2026-12-02 timed each arm at its end, inside the tuning process
@@ -446,5 +448,4 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
 
 
 __all__ = ["ARMS", "CompareSettings", "crosstune_arm_name", "first_reach", "seconds_on_tasks", "shared_latency_curve",
-           "lowest_measurements",
-           "tune_compare"]
+           "lowest_measurements", "tune_compare"]
