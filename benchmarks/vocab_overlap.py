@@ -16,6 +16,7 @@ from collections import Counter
 import numpy as np
 
 from crosstune.dataset import Dataset, load_dataset
+from crosstune.errors import CrosstuneError
 from crosstune.records.operators import OP_KINDS
 from crosstune.reporting import write_json
 from crosstune.tokens import CATEGORIES, KINDS
@@ -42,7 +43,10 @@ def main() -> None:
     parser.add_argument("--target", required=True, help="the machine whose programs are to be scored")
     parser.add_argument("--json")
     args = parser.parse_args()
-    ds = load_dataset(args.datasets)
+    try:
+        ds = load_dataset(args.datasets)
+    except CrosstuneError as err:  # a missing or foreign folder: one line, no traceback
+        parser.error(str(err))
     if args.target not in ds.hardware_names:
         parser.error(f"{args.target} is in none of the datasets (they hold {', '.join(ds.hardware_names)})")
     counts = {name: token_counts(ds, i) for i, name in enumerate(ds.hardware_names)}
