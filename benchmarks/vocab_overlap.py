@@ -58,7 +58,7 @@ def main() -> None:
     for name, (pairs, kinds, ops) in counts.items():
         if name == args.target:
             continue
-        missing = sorted((t_pairs[p], p) for p in t_pairs if p not in pairs)[::-1][:4]
+        missing = Counter({p: n for p, n in t_pairs.items() if p not in pairs}).most_common(4)
         rows[name] = {
             "records": sum(ops.values()),
             "kinds_shared": shared_share(t_kinds, kinds),
@@ -66,9 +66,9 @@ def main() -> None:
             "op_kinds_shared": shared_share(t_ops, ops),
             "target_op_kinds": {OP_KINDS[k]: n for k, n in t_ops.items()},
             "source_op_kinds": {OP_KINDS[k]: n for k, n in ops.items()},
-            "largest_missing_pairs": [[KINDS[k], CATEGORIES[c], n] for n, (k, c) in missing],
+            "largest_missing_pairs": [[KINDS[k], CATEGORIES[c], n] for (k, c), n in missing],
         }
-        lacks = ", ".join(f"{KINDS[k]}/{CATEGORIES[c]} ({n:,})" for n, (k, c) in missing) or "-"
+        lacks = ", ".join(f"{KINDS[k]}/{CATEGORIES[c]} ({n:,})" for (k, c), n in missing) or "-"
         r = rows[name]
         print(f"{name} | {r['records']:,} | {r['kinds_shared']:.3f} | {r['kind_cat_shared']:.3f} | "
               f"{r['op_kinds_shared']:.3f} | {lacks}")
