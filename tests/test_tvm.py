@@ -476,6 +476,24 @@ def test_the_report_says_when_sessions_ran_at_different_machine_speeds():
     assert machine_speed_ms(repeats=1) > 0
 
 
+def test_a_first_round_is_small_only_with_the_small_first_round_option():
+    from types import SimpleNamespace
+
+    from crosstune.tvm.rounds import DEFAULT_HEAD_START, Arm, ArmSettings
+
+    def arm(head_start, rounds, trials=0):
+        settings = ArmSettings("crosstune", "model", "resnet18", "local-avx2-2c", ["conv2d"], round_trials=64,
+                               first_round_trials=16, head_start=list(head_start))
+        return SimpleNamespace(settings=settings, state={"trials": trials, "tasks": [{"rounds": rounds}]},
+                               one_program=lambda index: False)
+
+    assert "small-first-round" not in DEFAULT_HEAD_START
+    assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0), 0, budget=1000) == 64  # the default: a full round
+    assert Arm.round_size(arm(["small-first-round"], rounds=0), 0, budget=1000) == 16
+    assert Arm.round_size(arm(["small-first-round"], rounds=1), 0, budget=1000) == 64  # only the first
+    assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=3, trials=990), 0, budget=1000) == 10  # the budget's rest
+
+
 def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
     from crosstune.tvm.rounds import HEAD_START_OPTIONS, SearchSettings
     from crosstune.tvm.tune_compare import crosstune_arm_name
@@ -483,6 +501,7 @@ def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
     assert crosstune_arm_name(list(reversed(HEAD_START_OPTIONS))) == "crosstune"
     assert crosstune_arm_name([]) == "crosstune-none"
     assert crosstune_arm_name(["early-stop", "small-first-round"]) == "crosstune-small-first-round+early-stop"
+    assert crosstune_arm_name(["early-stop", "weighted-rounds", "one-program-tasks"]) == "crosstune-without-small-first-round"
     lean = SearchSettings(population_size=256, genetic_num_iters=2)
     assert crosstune_arm_name(list(HEAD_START_OPTIONS), lean) == "crosstune-search256x2"
     assert crosstune_arm_name(["early-stop"], lean) == "crosstune-early-stop-search256x2"
@@ -514,7 +533,9 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     command = [sys.executable, "-m", "crosstune", "tune-compare", "--network", "resnet18", "--hardware-config",
                "local-avx2-2c", "--trials", "7", "--round-trials", "3", "--first-round-trials", "2",
                "--chunk-trials", "3", "--fine-tune-every", "2", "--epochs", "1", "--tasks", "mean,max_pool2d,fused_batch_norm_relu",
-               "--population", "16", "--genetic-iters", "1", "--skip-end-to-end", "--out", str(out)]
+               "--population", "16", "--genetic-iters", "1", "--skip-end-to-end", "--out", str(out),
+               # every option, small-first-round too (off by default): the arm is then plain "crosstune"
+               "--head-start", "small-first-round,one-program-tasks,weighted-rounds,early-stop"]
     state = out / "xgb" / "state.json"
     log = tmp_path / "first-run.log"
     with open(log, "wb") as stream:

@@ -591,7 +591,7 @@ def _search_settings(population: int, genetic_iters: int):
 @command("tune-compare", "MetaSchedule's XGBoost (until converged), a pre-trained crosstune model and random "
                          "search on the same tuning budget: time to the baseline's latency")
 def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
-    from .tvm.rounds import HEAD_START_OPTIONS  # no TVM import: the options are plain names
+    from .tvm.rounds import DEFAULT_HEAD_START, HEAD_START_OPTIONS  # no TVM import: the options are plain names
 
     p.add_argument("--network", required=True, help="network to tune: resnet18, mobilenet_v2 or bert_layer")
     p.add_argument("--hardware-config", required=True, help="local configuration, e.g. local-avx512-2c")
@@ -616,9 +616,10 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--epochs", type=POSITIVE_INT, default=8, help="pre-training epochs of crossfeat")
     p.add_argument("--fine-tune-every", type=COUNT, default=64,
                    help="fine-tune the crosstune model on the run's own measurements every N of them (0: never)")
-    p.add_argument("--head-start", default=",".join(HEAD_START_OPTIONS),
-                   help="the crosstune arm's options, of " + ",".join(HEAD_START_OPTIONS) + ", or none (default: all): "
-                        "16 programs in a task's first round; one 1-trial round for a task with one possible program; "
+    p.add_argument("--head-start", default=",".join(DEFAULT_HEAD_START),
+                   help="the crosstune arm's options, of " + ",".join(HEAD_START_OPTIONS) + ", or none: "
+                        "16 programs in a task's first round (off by default: it measured slower to XGBoost's "
+                        "latency); one 1-trial round for a task with one possible program; "
                         "rounds to the tasks that weigh most; stop a task when the model sees little left to gain")
     p.add_argument("--first-round-trials", type=POSITIVE_INT, default=16, help="first round of a task with small-first-round")
     p.add_argument("--round-trials", type=POSITIVE_INT, default=64, help="programs per round (MetaSchedule's default)")

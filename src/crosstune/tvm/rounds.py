@@ -32,6 +32,11 @@ from .collect import repair_database_file
 from .convert import plain
 
 HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop")
+# The default leaves small-first-round out: on ResNet-18 (local-avx512-2c) its 16-program first rounds gave a
+# first estimate 105% above XGBoost's final and reached within 5% of it after 1,068 trials; with full
+# 64-program first rounds the pre-trained model's first estimate was 12% above, and the arm beat XGBoost's
+# final on the tunable tasks by 5.8% (docs/BENCHMARKS.md, session 26).
+DEFAULT_HEAD_START = ("one-program-tasks", "weighted-rounds", "early-stop")
 GRADIENT_ALPHA, GRADIENT_WINDOW = 0.2, 3  # MetaSchedule's gradient task scheduler defaults
 STALL_FLOOR = 0.02  # weighted-rounds: the gain a task that stalled once is still credited with
 EARLY_STOP_GAIN = 0.01  # a task whose last round gained < 1% ...

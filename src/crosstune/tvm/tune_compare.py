@@ -24,7 +24,7 @@ from . import require_tvm
 from .measure import configuration, make_builder, make_runner, target_of
 from .networks import extract_network_tasks, get_network
 from .arm_timing import ROUNDS, time_in_fresh_process
-from .rounds import HEAD_START_OPTIONS, Arm, ArmSettings, SearchSettings, converged, speed_mismatch, this_machine
+from .rounds import DEFAULT_HEAD_START, HEAD_START_OPTIONS, Arm, ArmSettings, SearchSettings, converged, speed_mismatch, this_machine
 from .tune import plot_curves
 
 ARMS = ("xgb", "crosstune", "random")
@@ -45,7 +45,7 @@ class CompareSettings:
     datasets: list[str] = field(default_factory=list)
     epochs: int = 8
     fine_tune_every: int = 64
-    head_start: list[str] = field(default_factory=lambda: list(HEAD_START_OPTIONS))
+    head_start: list[str] = field(default_factory=lambda: list(DEFAULT_HEAD_START))
     first_round_trials: int = 16
     round_trials: int = 64
     tasks: list[str] | None = None  # task names to tune; None: all of the network's
@@ -77,9 +77,13 @@ class CompareSettings:
 def crosstune_arm_name(head_start: list[str], search: SearchSettings | None = None) -> str:
     """``crosstune`` with every head-start option and the baseline's search; a variant's name says what
     differs (``search``: its own search, else None), so that variants measured into the same --out keep
-    their own directories."""
+    their own directories. Named against all four options, not against the default (which leaves one
+    out), so that the arms archived before the default changed keep their folders' names."""
     name = "crosstune"
-    if sorted(head_start) != sorted(HEAD_START_OPTIONS):
+    off = [o for o in HEAD_START_OPTIONS if o not in head_start]
+    if len(off) == 1:
+        name += f"-without-{off[0]}"  # the default's name: shorter than listing the three it keeps
+    elif off:
         name += "-" + ("+".join(o for o in HEAD_START_OPTIONS if o in head_start) or "none")
     if search is not None:
         name += f"-search{search.population_size}x{search.genetic_num_iters}"
