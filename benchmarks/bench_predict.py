@@ -41,6 +41,23 @@ def prediction_batches(programs, size: int) -> dict:
     return {"mixed": programs.select(np.sort(picked)), "one task": programs.select(largest)}
 
 
+def variant_benchmark_setup(description: str):
+    """The command line of a script that compares scorings of one crossfeat (int8_predict.py,
+    bf16_predict.py): its arguments, the crossfeat trained 1 epoch on ``--train-hardware`` and the
+    other hardware's programs."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("dataset", nargs="?", default="src/crosstune/data/local-cpu")
+    parser.add_argument("--train-hardware", default="local-sse-2c")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=10)
+    args = parser.parse_args()
+    ds = load_dataset([args.dataset])
+    train = ds.select(ds.hardware_mask([args.train_hardware]))
+    others = ds.select(~ds.hardware_mask([args.train_hardware]))
+    model, _ = fit_model("crossfeat", train, TrainConfig(epochs=1))
+    return args, model, others
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")

@@ -10,17 +10,13 @@ natively and moves half the bytes. Autocast leaves layer norms, softmax and the 
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from bench_predict import prediction_batches
-from crosstune.dataset import load_dataset
-from crosstune.experiment import fit_model
-from crosstune.train import TrainConfig
+from bench_predict import prediction_batches, variant_benchmark_setup
 
 
 class Bfloat16Scorer:
@@ -35,16 +31,7 @@ class Bfloat16Scorer:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dataset", nargs="?", default="src/crosstune/data/local-cpu")
-    parser.add_argument("--train-hardware", default="local-sse-2c")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--repeat", type=int, default=10)
-    args = parser.parse_args()
-    ds = load_dataset([args.dataset])
-    train = ds.select(ds.hardware_mask([args.train_hardware]))
-    others = ds.select(~ds.hardware_mask([args.train_hardware]))
-    model, _ = fit_model("crossfeat", train, TrainConfig(epochs=1))
+    args, model, others = variant_benchmark_setup(__doc__.splitlines()[0])
     variants = {"float32": model, "bfloat16 autocast": Bfloat16Scorer(model)}
     batches = prediction_batches(others, 512)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "

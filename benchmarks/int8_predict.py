@@ -6,7 +6,6 @@ float32: programs/s on the mixed batch of bench_predict.py and the rank agreemen
 
 from __future__ import annotations
 
-import argparse
 import copy
 import time
 
@@ -15,23 +14,11 @@ import torch
 from scipy.stats import spearmanr
 from torch.ao.quantization import quantize_dynamic
 
-from bench_predict import prediction_batches
-from crosstune.dataset import load_dataset
-from crosstune.experiment import fit_model
-from crosstune.train import TrainConfig
+from bench_predict import prediction_batches, variant_benchmark_setup
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dataset", nargs="?", default="src/crosstune/data/local-cpu")
-    parser.add_argument("--train-hardware", default="local-sse-2c")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--repeat", type=int, default=10)
-    args = parser.parse_args()
-    ds = load_dataset([args.dataset])
-    train = ds.select(ds.hardware_mask([args.train_hardware]))
-    others = ds.select(~ds.hardware_mask([args.train_hardware]))
-    model, _ = fit_model("crossfeat", train, TrainConfig(epochs=1))
+    args, model, others = variant_benchmark_setup(__doc__.splitlines()[0])
     int8 = copy.copy(model)
     int8.net = quantize_dynamic(copy.deepcopy(model.net), {torch.nn.Linear}, dtype=torch.qint8)
     batch = prediction_batches(others, 512)["mixed"]
