@@ -481,30 +481,58 @@ def test_a_first_round_is_small_only_with_the_small_first_round_option():
 
     from crosstune.tvm.rounds import DEFAULT_HEAD_START, Arm, ArmSettings
 
-    def arm(head_start, rounds, trials=0):
+    def arm(head_start, rounds, trials=0, light=False):
         settings = ArmSettings("crosstune", "model", "resnet18", "local-avx2-2c", ["conv2d"], round_trials=64,
                                first_round_trials=16, head_start=list(head_start))
         return SimpleNamespace(settings=settings, state={"trials": trials, "tasks": [{"rounds": rounds}]},
-                               one_program=lambda index: False)
+                               one_program=lambda index: False, light=lambda index: light)
 
     assert "small-first-round" not in DEFAULT_HEAD_START
     assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0), 0, budget=1000) == 64  # the default: a full round
     assert Arm.round_size(arm(["small-first-round"], rounds=0), 0, budget=1000) == 16
     assert Arm.round_size(arm(["small-first-round"], rounds=1), 0, budget=1000) == 64  # only the first
     assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=3, trials=990), 0, budget=1000) == 10  # the budget's rest
+    # light-first-round: small only for a light task, and only its first round
+    assert Arm.round_size(arm(["light-first-round"], rounds=0, light=True), 0, budget=1000) == 16
+    assert Arm.round_size(arm(["light-first-round"], rounds=0, light=False), 0, budget=1000) == 64
+    assert Arm.round_size(arm(["light-first-round"], rounds=1, light=True), 0, budget=1000) == 64
+    assert Arm.round_size(arm(["early-stop"], rounds=0, light=True), 0, budget=1000) == 64  # not without the option
+
+
+def test_light_tasks_are_those_under_two_percent_of_the_weighted_flops():
+    from types import SimpleNamespace
+
+    import tvm
+    from tvm import te
+
+    from crosstune.tvm.rounds import Arm
+
+    def elementwise(n):  # n FLOPs, as operator_of counts an elementwise task
+        a = te.placeholder((n,), name="a", dtype="float32")
+        return SimpleNamespace(mod=tvm.IRModule({"main": te.create_prim_func([a, te.compute((n,), lambda i: a[i] + 1.0, name="T_add")])}))
+
+    # the small task is 1% of the FLOPs once, 3% when it occurs three times in the network
+    fake = SimpleNamespace(contexts=[elementwise(990), elementwise(10)], weights=[1.0, 1.0], _flop_shares=None)
+    assert not Arm.light(fake, 0) and Arm.light(fake, 1)
+    fake = SimpleNamespace(contexts=[elementwise(990), elementwise(10)], weights=[1.0, 3.0], _flop_shares=None)
+    assert not Arm.light(fake, 0) and not Arm.light(fake, 1)
 
 
 def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
     from crosstune.tvm.rounds import HEAD_START_OPTIONS, SearchSettings
     from crosstune.tvm.tune_compare import crosstune_arm_name
 
-    assert crosstune_arm_name(list(reversed(HEAD_START_OPTIONS))) == "crosstune"
+    assert crosstune_arm_name(list(reversed(HEAD_START_OPTIONS[:4]))) == "crosstune"
+    assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == "crosstune-with-light-first-round"
     assert crosstune_arm_name([]) == "crosstune-none"
     assert crosstune_arm_name(["early-stop", "small-first-round"]) == "crosstune-small-first-round+early-stop"
     assert crosstune_arm_name(["early-stop", "weighted-rounds", "one-program-tasks"]) == "crosstune-without-small-first-round"
     lean = SearchSettings(population_size=256, genetic_num_iters=2)
-    assert crosstune_arm_name(list(HEAD_START_OPTIONS), lean) == "crosstune-search256x2"
+    assert crosstune_arm_name(list(HEAD_START_OPTIONS[:4]), lean) == "crosstune-search256x2"
     assert crosstune_arm_name(["early-stop"], lean) == "crosstune-early-stop-search256x2"
+    # the later option only adds a suffix: the names of arms archived before it stay what they were
+    assert crosstune_arm_name(["early-stop", "weighted-rounds", "one-program-tasks", "light-first-round"], lean) \
+        == "crosstune-without-small-first-round-with-light-first-round-search256x2"
 
 
 def test_tune_compare_refuses_bad_options_with_one_line(capsys, tmp_path):

@@ -620,8 +620,10 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
                    help="the crosstune arm's options, of " + ",".join(HEAD_START_OPTIONS) + ", or none: "
                         "16 programs in a task's first round (off by default: it measured slower to XGBoost's "
                         "latency); one 1-trial round for a task with one possible program; "
-                        "rounds to the tasks that weigh most; stop a task when the model sees little left to gain")
-    p.add_argument("--first-round-trials", type=POSITIVE_INT, default=16, help="first round of a task with small-first-round")
+                        "rounds to the tasks that weigh most; stop a task when the model sees little left to gain; "
+                        "16 programs in the first round of a task under 2%% of the network's FLOPs")
+    p.add_argument("--first-round-trials", type=POSITIVE_INT, default=16,
+                   help="first round of a task with small-first-round, or of a light task with light-first-round")
     p.add_argument("--round-trials", type=POSITIVE_INT, default=64, help="programs per round (MetaSchedule's default)")
     p.add_argument("--tasks", default=None, help="tune only these tasks (comma-separated MetaSchedule task names; default: all)")
     p.add_argument("--population", type=POSITIVE_INT, default=512, help="evolutionary search population (MetaSchedule's default; "

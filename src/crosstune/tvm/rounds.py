@@ -31,7 +31,7 @@ from ..errors import CrosstuneError
 from .collect import repair_database_file
 from .convert import plain
 
-HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop")
+HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop", "light-first-round")
 # The default leaves small-first-round out: on ResNet-18 (local-avx512-2c) its 16-program first rounds gave a
 # first estimate 105% above XGBoost's final and reached within 5% of it after 1,068 trials; with full
 # 64-program first rounds the pre-trained model's first estimate was 12% above, and the arm beat XGBoost's
@@ -41,6 +41,7 @@ GRADIENT_ALPHA, GRADIENT_WINDOW = 0.2, 3  # MetaSchedule's gradient task schedul
 STALL_FLOOR = 0.02  # weighted-rounds: the gain a task that stalled once is still credited with
 EARLY_STOP_GAIN = 0.01  # a task whose last round gained < 1% ...
 EARLY_STOP_MIN_ROUNDS = 2  # ... after at least this many rounds, and whose model sees nothing better, stops
+LIGHT_SHARE = 0.02  # light-first-round: a task under 2% of the tuned tasks' weighted FLOPs is light
 
 
 def exhaustion_stop(measured: int, size: int, any_latency: bool, one_program: bool) -> str | None:
@@ -75,7 +76,7 @@ class ArmSettings:
     hardware_config: str
     tasks: list[str]  # the task names tuned (all of the network's unless --tasks chose some)
     round_trials: int = 64
-    first_round_trials: int = 16  # used only with the small-first-round option
+    first_round_trials: int = 16  # used only with the small-first-round and light-first-round options
     head_start: list[str] = field(default_factory=list)
     fine_tune_every: int = 0
     seed: int = 0
@@ -184,6 +185,7 @@ class Arm:
         self.cost_model, self.adapter, self.model = self._make_cost_model()
         self._round_candidates: list = []
         self._one_program: dict[int, bool] = {}
+        self._flop_shares: list[float] | None = None
         self._cost_model_base = dict(self.state["cost_model_seconds"])
         # the clock runs only inside run_rounds: loading, compiling and reporting are not tuning time
         self.session_started: float | None = None
@@ -337,11 +339,27 @@ class Arm:
     def round_size(self, index: int, budget: int) -> int:
         task = self.state["tasks"][index]
         size = self.settings.round_trials
-        if task["rounds"] == 0 and "small-first-round" in self.settings.head_start:
+        head_start = self.settings.head_start
+        if task["rounds"] == 0 and ("small-first-round" in head_start
+                                    or ("light-first-round" in head_start and self.light(index))):
             size = self.settings.first_round_trials
         if "one-program-tasks" in self.settings.head_start and self.one_program(index):
             size = 1
         return max(1, min(size, budget - self.state["trials"]))
+
+    def light(self, index: int) -> bool:
+        """Whether the task is under LIGHT_SHARE of the tuned tasks' weighted FLOPs, so that a first round of
+        MetaSchedule's 64 programs buys the network estimate little: ResNet-18's pooling, mean, dense layer and
+        1x1 downsampling convolutions (1% of its FLOPs, 2% of its latency) took 152 of the 408 s before the
+        first estimate. FLOPs underrate memory-bound tasks (a depthwise convolution's latency share is up to
+        twice its FLOP share), which is why the line is drawn low. A task of unknown FLOPs is not light."""
+        if self._flop_shares is None:
+            from .convert import operator_of
+
+            weighted = np.array([w * operator_of(c.mod).flops for c, w in zip(self.contexts, self.weights)])
+            total = np.nansum(weighted)
+            self._flop_shares = [float(x / total) if total > 0 else float("nan") for x in weighted]
+        return bool(self._flop_shares[index] < LIGHT_SHARE)  # NaN compares False: unknown is not light
 
     def one_program(self, index: int) -> bool:
         """Whether the task's design space holds a single program: one space whose trace samples nothing

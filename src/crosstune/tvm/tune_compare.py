@@ -75,16 +75,21 @@ class CompareSettings:
 
 
 def crosstune_arm_name(head_start: list[str], search: SearchSettings | None = None) -> str:
-    """``crosstune`` with every head-start option and the baseline's search; a variant's name says what
-    differs (``search``: its own search, else None), so that variants measured into the same --out keep
-    their own directories. Named against all four options, not against the default (which leaves one
-    out), so that the arms archived before the default changed keep their folders' names."""
+    """``crosstune`` with the first four head-start options and the baseline's search; a variant's name says
+    what differs (``search``: its own search, else None), so that variants measured into the same --out keep
+    their own directories. Named against those four, not against the default (which leaves one out), and
+    the later ``light-first-round`` only adds a suffix, so that the arms archived before the default changed
+    keep their folders' names."""
     name = "crosstune"
-    off = [o for o in HEAD_START_OPTIONS if o not in head_start]
+    original = HEAD_START_OPTIONS[:4]
+    off = [o for o in original if o not in head_start]
     if len(off) == 1:
-        name += f"-without-{off[0]}"  # the default's name: shorter than listing the three it keeps
+        name += f"-without-{off[0]}"  # shorter than listing the three it keeps
     elif off:
-        name += "-" + ("+".join(o for o in HEAD_START_OPTIONS if o in head_start) or "none")
+        name += "-" + ("+".join(o for o in original if o in head_start) or "none")
+    later = [o for o in HEAD_START_OPTIONS[4:] if o in head_start]
+    if later:
+        name += "-with-" + "+".join(later)
     if search is not None:
         name += f"-search{search.population_size}x{search.genetic_num_iters}"
     return name
