@@ -487,8 +487,9 @@ def test_a_first_round_is_small_only_with_the_small_first_round_option():
         return SimpleNamespace(settings=settings, state={"trials": trials, "tasks": [{"rounds": rounds}]},
                                one_program=lambda index: False, light=lambda index: light)
 
-    assert "small-first-round" not in DEFAULT_HEAD_START
-    assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0), 0, budget=1000) == 64  # the default: a full round
+    assert "small-first-round" not in DEFAULT_HEAD_START and "light-first-round" in DEFAULT_HEAD_START
+    assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0), 0, budget=1000) == 64  # the default: a full round...
+    assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0, light=True), 0, budget=1000) == 16  # ...unless light
     assert Arm.round_size(arm(["small-first-round"], rounds=0), 0, budget=1000) == 16
     assert Arm.round_size(arm(["small-first-round"], rounds=1), 0, budget=1000) == 64  # only the first
     assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=3, trials=990), 0, budget=1000) == 10  # the budget's rest

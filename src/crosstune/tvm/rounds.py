@@ -35,8 +35,10 @@ HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds
 # The default leaves small-first-round out: on ResNet-18 (local-avx512-2c) its 16-program first rounds gave a
 # first estimate 105% above XGBoost's final and reached within 5% of it after 1,068 trials; with full
 # 64-program first rounds the pre-trained model's first estimate was 12% above, and the arm beat XGBoost's
-# final on the tunable tasks by 5.8% (docs/BENCHMARKS.md, session 26).
-DEFAULT_HEAD_START = ("one-program-tasks", "weighted-rounds", "early-stop")
+# final on the tunable tasks by 5.8%. light-first-round keeps 16-program first rounds only for tasks under 2%
+# of the FLOPs: the first estimate came 121-166 s sooner and within 5% of XGBoost's final at 14.4% (ResNet-18)
+# and 14.9% (MobileNet-V2) of its time, against 19.0-20.7% and 18.9% (docs/BENCHMARKS.md, sessions 26-27).
+DEFAULT_HEAD_START = ("one-program-tasks", "weighted-rounds", "early-stop", "light-first-round")
 GRADIENT_ALPHA, GRADIENT_WINDOW = 0.2, 3  # MetaSchedule's gradient task scheduler defaults
 STALL_FLOOR = 0.02  # weighted-rounds: the gain a task that stalled once is still credited with
 EARLY_STOP_GAIN = 0.01  # a task whose last round gained < 1% ...
@@ -350,7 +352,7 @@ class Arm:
     def light(self, index: int) -> bool:
         """Whether the task is under LIGHT_SHARE of the tuned tasks' weighted FLOPs, so that a first round of
         MetaSchedule's 64 programs buys the network estimate little: ResNet-18's pooling, mean, dense layer and
-        1x1 downsampling convolutions (1% of its FLOPs, 2% of its latency) took 152 of the 408 s before the
+        1x1 downsampling convolutions (1% of its FLOPs, 2% of its latency) took 150 of the 408 s before the
         first estimate. FLOPs underrate memory-bound tasks (a depthwise convolution's latency share is up to
         twice its FLOP share), which is why the line is drawn low. A task of unknown FLOPs is not light."""
         if self._flop_shares is None:
