@@ -269,7 +269,8 @@ def test_hardware_regularisers_act_per_device_in_training_only(tiny, regulariser
     assert not torch.allclose(token, net.hardware_mlp(hw))
     for h in range(len(np.unique(tiny.hardware))):  # one draw per device: its programs share the token
         same = token[3 * h: 3 * h + 3]
-        assert torch.allclose(same, same[:1].expand_as(same))
+        # a shared draw gives the same input rows; the matrix product may round rows apart (~5e-7)
+        assert torch.allclose(same, same[:1].expand_as(same), atol=1e-5)
 
 
 def test_cropping_is_counted(trained, tiny, split):

@@ -38,7 +38,10 @@ UNSEEN_HARDWARE_MODES = ("own", "nearest", "similar", "mean")
 class CrossFeatConfig:
     d_model: int = 64
     heads: int = 2  # 2 heads of 32 rank as well as 4 of 16 and predict 1.16-1.31x faster on CPU (BENCHMARKS.md)
-    layers: int = 2
+    # One layer, not two: 1.5x faster to score on 2 CPU cores (the tuner calls it hundreds of times) and,
+    # over 3 seeds each way on K80 <-> V100, no loss beyond seed noise (docs/BENCHMARKS.md, "One encoder
+    # layer"). Models saved with two keep two: config.json records the setting.
+    layers: int = 1
     ff_dim: int = 128
     dropout: float = 0.0
     use_cross_features: bool = True  # False = crossfeat-nohw
