@@ -24,6 +24,7 @@ import numpy as np
 
 from crosstune.commands import parse_settings
 from crosstune.dataset import Dataset, load_dataset
+from crosstune.errors import CrosstuneError
 from crosstune.experiment import fit_model
 from crosstune.metrics import evaluate
 from crosstune.train import TrainConfig
@@ -58,8 +59,8 @@ def main() -> None:
     parser.add_argument("--test-hardware", required=True)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--teacher", default="", help="the teacher's settings (default: crossfeat's defaults)")
-    parser.add_argument("--student", default="d_model=32,ff_dim=64,layers=1")
+    parser.add_argument("--teacher", type=parse_settings, default={}, help="the teacher's settings (default: crossfeat's defaults)")
+    parser.add_argument("--student", type=parse_settings, default="d_model=32,ff_dim=64,layers=1")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     ds = load_dataset([args.dataset])
@@ -68,12 +69,13 @@ def main() -> None:
     if not len(train) or not len(test):
         raise SystemExit(f"{args.dataset}: no records of {args.train_hardware} or {args.test_hardware} "
                          f"(it has {', '.join(ds.hardware_names)})")
-    student, teacher_settings = parse_settings(args.student), parse_settings(args.teacher)
+    student, teacher_settings = args.student, args.teacher
     results = []
     for seed in range(args.seeds):
         teacher, seconds = fit_model("crossfeat", train,
                                      TrainConfig(epochs=args.epochs, seed=seed, architecture=teacher_settings))
-        results.append({"seed": seed, **row(f"teacher ({args.teacher or 'default'})", evaluate(test, teacher.predict(test)), seconds)})
+        teacher_label = "teacher ({})".format(",".join(f"{k}={v}" for k, v in teacher_settings.items()) or "default")
+        results.append({"seed": seed, **row(teacher_label, evaluate(test, teacher.predict(test)), seconds)})
         plain, seconds = fit_model("crossfeat", train, TrainConfig(epochs=args.epochs, seed=seed, architecture=student))
         results.append({"seed": seed, **row("student, measured labels", evaluate(test, plain.predict(test)), seconds)})
         started = time.perf_counter()
@@ -99,4 +101,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except CrosstuneError as error:  # a wrong path or hardware name: say so, no traceback
+        raise SystemExit(f"distill.py: {error}")
