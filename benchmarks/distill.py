@@ -59,7 +59,8 @@ def main() -> None:
     parser.add_argument("--test-hardware", required=True)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--teacher", type=parse_settings, default={}, help="the teacher's settings (default: crossfeat's defaults)")
+    parser.add_argument("--teacher", type=parse_settings, default={},
+                        help="the teacher's settings (default: crossfeat's defaults)")
     parser.add_argument("--student", type=parse_settings, default="d_model=32,ff_dim=64,layers=1")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
@@ -69,12 +70,12 @@ def main() -> None:
     if not len(train) or not len(test):
         raise SystemExit(f"{args.dataset}: no records of {args.train_hardware} or {args.test_hardware} "
                          f"(it has {', '.join(ds.hardware_names)})")
-    student, teacher_settings = args.student, args.teacher
+    student = args.student
+    teacher_label = "teacher ({})".format(",".join(f"{k}={v}" for k, v in args.teacher.items()) or "default")
     results = []
     for seed in range(args.seeds):
         teacher, seconds = fit_model("crossfeat", train,
-                                     TrainConfig(epochs=args.epochs, seed=seed, architecture=teacher_settings))
-        teacher_label = "teacher ({})".format(",".join(f"{k}={v}" for k, v in teacher_settings.items()) or "default")
+                                     TrainConfig(epochs=args.epochs, seed=seed, architecture=args.teacher))
         results.append({"seed": seed, **row(teacher_label, evaluate(test, teacher.predict(test)), seconds)})
         plain, seconds = fit_model("crossfeat", train, TrainConfig(epochs=args.epochs, seed=seed, architecture=student))
         results.append({"seed": seed, **row("student, measured labels", evaluate(test, plain.predict(test)), seconds)})
