@@ -146,10 +146,12 @@ def test_cost_model_plugin_inside_metaschedule_search(collected, tmp_path):
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
+    from crosstune import tokens
     from crosstune.experiment import fit_model
     from crosstune.hardware.local import local_configurations
     from crosstune.train import TrainConfig
-    from crosstune.tvm.costmodel import make_cost_model
+    from crosstune.tvm.convert import operator_of, plain, programs_dataset
+    from crosstune.tvm.costmodel import NEUTRAL_SCORE, make_cost_model
     from crosstune.tvm.measure import make_builder, make_runner, target_of
 
     out, _, _ = collected
@@ -166,6 +168,18 @@ def test_cost_model_plugin_inside_metaschedule_search(collected, tmp_path):
                                                                                           genetic_num_iters=1))
     assert len(database.get_all_tuning_records()) >= 4
     assert adapter.predict_calls > 0 and adapter.predicted > 0 and adapter.failures == 0
+    # what the search gets: in (0, 1), in the model's order, the same for the same programs in later calls
+    context = ms.TuneContext(mod, target=target_of(config), space_generator="post-order-apply",
+                             search_strategy="replay-trace")
+    assert list(adapter.score_scales) == [adapter._task(context)]  # one task, scaled once
+    spaces = context.generate_design_space()
+    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(mod["main"])) for s in spaces]
+    scores = adapter.predict(context, candidates)
+    raw = model.predict(programs_dataset([tokens.tokenize_ms_trace(plain(s.trace.as_json())) for s in spaces],
+                                         operator_of(mod), config.spec))
+    assert np.all((scores > 0) & (scores < 1))
+    assert np.array_equal(np.argsort(scores, kind="stable"), np.argsort(raw, kind="stable"))
+    assert np.allclose(adapter.predict(context, candidates[:1]), scores[:1], rtol=1e-5)  # float32 batches differ a little
 
     class Broken:
         def predict(self, programs):
@@ -176,8 +190,24 @@ def test_cost_model_plugin_inside_metaschedule_search(collected, tmp_path):
                              search_strategy="replay-trace")
     candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(mod["main"]))
                   for s in context.generate_design_space()[:2]]
-    assert np.array_equal(broken.predict(context, candidates), np.zeros(len(candidates)))
-    assert broken.failures == 1
+    assert np.array_equal(broken.predict(context, candidates), np.full(len(candidates), NEUTRAL_SCORE))
+    assert NEUTRAL_SCORE > 0 and broken.failures == 1
+
+
+def test_search_scores_are_positive_and_keep_the_models_order_whatever_its_offset():
+    """MetaSchedule clamps scores at 0 and draws parents in proportion to them: a ranking model whose raw
+    scores are all negative must still hand the search distinct, positive scores in its own order."""
+    from crosstune.tvm.costmodel import score_scale, search_scores
+
+    raw = np.array([-7.0, -3.5, -5.0, -3.4, -9.0])
+    scores = search_scores(raw, *score_scale(raw))
+    assert np.all((scores > 0) & (scores < 1))
+    assert np.array_equal(np.argsort(scores), np.argsort(raw))
+    assert len(set(scores.tolist())) == len(raw)
+    shifted = search_scores(raw + 100.0, *score_scale(raw + 100.0))
+    assert np.allclose(shifted, scores)  # the offset of the raw scores does not matter
+    assert score_scale(np.array([2.0])) == (2.0, 1.0)  # one candidate: no spread to divide by
+    assert search_scores(np.array([2.0]), *score_scale(np.array([2.0])))[0] == 0.5
 
 
 def test_tune_with_a_model_that_does_not_load(tmp_path):
@@ -244,6 +274,44 @@ def test_every_task_of_a_tuning_run_gets_its_own_operator_descriptor(ms_model, t
     assert set(adapter.operators) == {int(structural_hash(mod)) for mod in mods}
     for mod in mods:
         assert adapter.operators[int(structural_hash(mod))] == operator_of(mod)
+
+
+def test_online_trees_are_fitted_on_a_tasks_measurements_and_blended_into_its_scores(ms_model, tmp_path):
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from crosstune.hardware.local import local_configurations
+    from crosstune.tvm.costmodel import make_cost_model
+    from crosstune.tvm.measure import make_builder, make_runner, target_of
+    from crosstune.tvm.online_trees import BLEND_TRIALS
+
+    config = local_configurations()["local-sse-1c"]
+    adapter = make_cost_model(ms_model, config.spec, online_trees=True)
+    mod = _two_task_mods()[0]
+    context = ms.TuneContext(mod, target=target_of(config), space_generator="post-order-apply",
+                             search_strategy=ms.search_strategy.EvolutionarySearch(
+                                 population_size=32, init_min_unmeasured=16, genetic_num_iters=1),
+                             task_name="conv", rand_state=1, num_threads=1)
+    database = ms.database.MemoryDatabase()
+    ms.tune_tasks(tasks=[context], task_weights=[1.0], work_dir=str(tmp_path), max_trials_global=24,
+                  num_trials_per_iter=12, builder=make_builder(), runner=make_runner(config),
+                  database=database, cost_model=adapter)
+    task = adapter._task(context)
+    measured = len(adapter.trees.measured[task][2])
+    assert adapter.failures == 0 and measured >= 12
+    assert adapter.trees.fits >= 1 and adapter.tree_seconds > 0  # refitted after its rounds, on the clock
+    assert adapter.trees.weight(task) == measured / (measured + BLEND_TRIALS)
+
+    # the blend over the measured programs: still in (0, 1), and no longer the model's order alone
+    candidates = []
+    for record in database.get_all_tuning_records():
+        sch = tvm.s_tir.Schedule(mod)
+        record.trace.apply_to_schedule(sch, remove_postproc=False)
+        candidates.append(ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_prim_func(mod["main"])))
+    blended = adapter.predict(context, candidates)
+    alone = make_cost_model(ms_model, config.spec).predict(context, candidates)
+    assert adapter.failures == 0 and np.all((blended > 0) & (blended < 1))
+    assert not np.array_equal(np.argsort(blended), np.argsort(alone))
 
 
 def test_collect_resumed_in_a_new_process_imports_again(collected):
@@ -524,7 +592,7 @@ def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
     from crosstune.tvm.tune_compare import crosstune_arm_name
 
     assert crosstune_arm_name(list(reversed(HEAD_START_OPTIONS[:4]))) == "crosstune"
-    assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == "crosstune-with-light-first-round"
+    assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == "crosstune-with-light-first-round+online-trees"
     assert crosstune_arm_name([]) == "crosstune-none"
     assert crosstune_arm_name(["early-stop", "small-first-round"]) == "crosstune-small-first-round+early-stop"
     assert crosstune_arm_name(["early-stop", "weighted-rounds", "one-program-tasks"]) == "crosstune-without-small-first-round"
@@ -534,6 +602,8 @@ def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
     # the later option only adds a suffix: the names of arms archived before it stay what they were
     assert crosstune_arm_name(["early-stop", "weighted-rounds", "one-program-tasks", "light-first-round"], lean) \
         == "crosstune-without-small-first-round-with-light-first-round-search256x2"
+    assert crosstune_arm_name(["one-program-tasks", "weighted-rounds", "early-stop", "light-first-round", "online-trees"],
+                              lean) == "crosstune-without-small-first-round-with-light-first-round+online-trees-search256x2"
 
 
 def test_tune_compare_refuses_bad_options_with_one_line(capsys, tmp_path):

@@ -621,7 +621,9 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
                         "16 programs in a task's first round (off by default: it measured slower to XGBoost's "
                         "latency); one 1-trial round for a task with one possible program; "
                         "rounds to the tasks that weigh most; stop a task when the model sees little left to gain; "
-                        "16 programs in the first round of a task under 2%% of the network's FLOPs (on by default)")
+                        "16 programs in the first round of a task under 2%% of the network's FLOPs (on by default); "
+                        "blend the model's scores with per-task trees fitted on the run's own measurements "
+                        "(online-trees, off by default)")
     p.add_argument("--first-round-trials", type=POSITIVE_INT, default=16,
                    help="first round of a task with small-first-round, or of a light task with light-first-round")
     p.add_argument("--round-trials", type=POSITIVE_INT, default=64, help="programs per round (MetaSchedule's default)")

@@ -4,6 +4,11 @@
 batched call. ``update`` can fine-tune the model on the tuner's own measurements. Any failure inside
 the adapter is logged and answered with neutral scores: the cost model never stops a tuning run.
 
+MetaSchedule reads a cost model's scores as normalised throughputs: its evolutionary search clamps them
+at 0 and draws each generation's parents with probability proportional to them (``PredictNormalizedScore``
+and ``MakeMultinomialSampler`` in TVM). A ranking model's raw scores have no fixed offset, so they are
+mapped into (0, 1) in the same order first (``search_scores``).
+
 Tasks are told apart by the structural hash of their module: ``context.mod`` returns a new Python
 wrapper at every access and ``id()`` values are reused, so an id would let tasks share an operator
 descriptor and a fine-tuning group.
@@ -20,6 +25,7 @@ from .. import tokens
 from ..hardware.registry import HardwareSpec
 from ..models.base import CostModel, FitOptions
 from .convert import operator_of, plain, programs_dataset
+from .online_trees import TaskTrees
 
 log = logging.getLogger("crosstune.tvm.costmodel")
 
@@ -41,8 +47,35 @@ def scoring_descriptor(model: CostModel, config_name: str, here: HardwareSpec) -
     return trained, f"{config_name}: using the descriptor the model was trained with"
 
 
-def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: int = 0):
-    """A ``PyCostModel`` subclass instance wrapping ``model`` (TVM imported lazily)."""
+NEUTRAL_SCORE = 0.5  # every candidate alike: parents drawn uniformly (all zeros would make the first the only one)
+
+
+def score_scale(raw: np.ndarray) -> tuple[float, float]:
+    """The centre and spread that ``search_scores`` maps a task's raw scores with: those of one batch of its
+    candidates (the first of a round: the initial population, a sample of the space)."""
+    spread = float(np.std(raw))
+    return float(np.mean(raw)), spread if spread > 1e-9 else 1.0  # one candidate, or all alike: no spread
+
+
+def standardised(raw: np.ndarray, centre: float, spread: float) -> np.ndarray:
+    return (np.asarray(raw, dtype="float64") - centre) / spread
+
+
+def logistic(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))  # no overflow for any z
+
+
+def search_scores(raw: np.ndarray, centre: float, spread: float) -> np.ndarray:
+    """Raw ranking scores as MetaSchedule's search needs them: in (0, 1), in the same order, a candidate one
+    spread above the centre drawn as a parent 2.7x as often as one a spread below. Raw, every candidate
+    scored below 0 was clamped to 0: tied with the others in the search's top-k heap and never a parent,
+    and when all were below 0 the first candidate was the only parent of a whole generation."""
+    return logistic(standardised(raw, centre, spread))
+
+
+def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: int = 0, online_trees: bool = False):
+    """A ``PyCostModel`` subclass instance wrapping ``model`` (TVM imported lazily); with ``online_trees``
+    its scores are blended with per-task trees fitted on the run's measurements (``online_trees``)."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
@@ -55,6 +88,11 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             self.fine_tune_every = fine_tune_every
             self.operators: dict[int, object] = {}  # structural hash of the task's module -> operator
             self.history: list[tuple] = []  # (operator, tokens, latency, task) of every measured program
+            # task -> ((centre, spread) of the model's scores, of the trees' or None): fixed from a task's
+            # first batch until a model changes, because the search compares a round's batches in one heap
+            self.score_scales: dict[int, tuple] = {}
+            self.trees = TaskTrees(hardware) if online_trees else None
+            self.tree_seconds = 0.0  # fitting the trees: in the tuning timeline like fine-tuning
             self.new_since_fine_tune = 0
             self.failures = 0
             self.predict_seconds = 0.0
@@ -78,9 +116,6 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
                 self.operators[key] = operator_of(mod)
             return key
 
-        def _operator(self, context):
-            return self.operators[self._task(context)]
-
         def _tokens(self, candidates) -> list[list[tokens.Token]]:
             return [tokens.tokenize_ms_trace(plain(c.sch.trace.as_json())) for c in candidates]
 
@@ -89,35 +124,56 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             try:
                 if not candidates:
                     return np.zeros(0, dtype="float64")
-                programs = programs_dataset(self._tokens(candidates), self._operator(context), self.hardware)
-                scores = np.asarray(self.model.predict(programs), dtype="float64")
-                if not np.all(np.isfinite(scores)):
+                task = self._task(context)
+                programs = programs_dataset(self._tokens(candidates), self.operators[task], self.hardware)
+                raw = np.asarray(self.model.predict(programs), dtype="float64")
+                weight = self.trees.weight(task) if self.trees is not None else 0.0
+                trees = self.trees.predict(task, programs) if weight else None
+                if not np.all(np.isfinite(raw)) or (trees is not None and not np.all(np.isfinite(trees))):
                     raise ValueError("non-finite scores")
+                if task not in self.score_scales:
+                    self.score_scales[task] = (score_scale(raw), None if trees is None else score_scale(trees))
+                own, of_trees = self.score_scales[task]
+                z = standardised(raw, *own)
+                if trees is not None:
+                    z = (1 - weight) * z + weight * standardised(trees, *of_trees)
                 self.predicted += len(candidates)
-                return scores
+                return logistic(z)
             except Exception as err:  # noqa: BLE001 - by design: the tuner must go on
                 self.failures += 1
                 log.warning("crosstune cost model failed in predict (%s); neutral scores used", err)
-                return np.zeros(len(candidates), dtype="float64")
+                return np.full(len(candidates), NEUTRAL_SCORE, dtype="float64")
             finally:
                 self.predict_seconds += time.perf_counter() - started
                 self.predict_calls += 1
 
         def update(self, context, candidates, results) -> None:
-            if not self.fine_tune_every:
+            if not self.fine_tune_every and self.trees is None:
                 return
             try:
+                task = self._task(context)
                 for candidate, result in zip(candidates, results):
                     if result.run_secs:
                         latency = float(np.mean([float(s) for s in result.run_secs]))
-                        task = self._task(context)
-                        self.history.append((self.operators[task], self._tokens([candidate])[0], latency, task))
-                        self.new_since_fine_tune += 1
-                if self.new_since_fine_tune >= self.fine_tune_every:
+                        program = self._tokens([candidate])[0]
+                        if self.fine_tune_every:
+                            self.history.append((self.operators[task], program, latency, task))
+                            self.new_since_fine_tune += 1
+                        if self.trees is not None:
+                            self.trees.add(task, self.operators[task], program, latency)
+                if self.trees is not None:
+                    started = time.perf_counter()
+                    try:
+                        self.trees.refit(task)
+                    finally:
+                        self.score_scales.pop(task, None)  # the trees changed: scale afresh
+                        self.tree_seconds += time.perf_counter() - started
+                if self.fine_tune_every and self.new_since_fine_tune >= self.fine_tune_every:
                     started = time.perf_counter()
                     try:
                         self._fine_tune()
                     finally:
+                        self.score_scales.clear()  # the model's raw scores moved: scale them afresh
                         self.fine_tune_seconds += time.perf_counter() - started
                         self.fine_tunes += 1
                     self.new_since_fine_tune = 0

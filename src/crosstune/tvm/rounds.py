@@ -31,7 +31,8 @@ from ..errors import CrosstuneError
 from .collect import repair_database_file
 from .convert import plain
 
-HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop", "light-first-round")
+HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop", "light-first-round",
+                      "online-trees")
 # The default leaves small-first-round out: on ResNet-18 (local-avx512-2c) its 16-program first rounds gave a
 # first estimate 105% above XGBoost's final and reached within 5% of it after 1,068 trials; with full
 # 64-program first rounds the pre-trained model's first estimate was 12% above, and the arm beat XGBoost's
@@ -279,7 +280,8 @@ class Arm:
         hardware, note = scoring_descriptor(model, self.settings.hardware_config, self.config.spec)
         if note:
             self.print(note)
-        adapter = make_cost_model(model, hardware, self.settings.fine_tune_every)
+        adapter = make_cost_model(model, hardware, self.settings.fine_tune_every,
+                                  online_trees="online-trees" in self.settings.head_start)
         return adapter, adapter, model
 
     def _save_cost_model(self) -> None:
@@ -463,6 +465,7 @@ class Arm:
         seconds["predict"] = base["predict"] + self.adapter.predict_seconds
         seconds["fine_tune"] = base["fine_tune"] + getattr(self.adapter, "fine_tune_seconds", 0.0)
         seconds["fine_tunes"] = base["fine_tunes"] + getattr(self.adapter, "fine_tunes", 0)
+        seconds["online_trees"] = base.get("online_trees", 0.0) + self.adapter.tree_seconds  # absent in older arms
         seconds["failures"] = base["failures"] + self.adapter.failures  # answered with neutral scores
 
     def run_rounds(self, budget: int, chunk_trials: int, builder, runner, until_converged: bool = False) -> None:

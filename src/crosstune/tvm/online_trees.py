@@ -1,0 +1,60 @@
+"""Per-task XGBoost rankers fitted on a tuning run's own measurements, blended with the pre-trained model
+(the ``online-trees`` head-start option of `crosstune tune-compare`).
+
+A pre-trained model ranks a task's programs before anything of it is measured; MetaSchedule's XGBoost,
+which starts from nothing, ranks them as well after some hundred measurements: on ResNet-18
+(local-avx512-2c, docs/BENCHMARKS.md) crosstune's estimate fell no faster per trial than XGBoost's once
+both had about 2,000. So each task also gets a small tree ranker on crosstune's own program features (the
+``xgb`` model's), refitted after each of its rounds, and the search's scores move from the pre-trained
+model's towards the trees' as the task's measurements grow: n / (n + BLEND_TRIALS) of the trees' after n.
+The trees live in memory: an arm resumed after a kill grows them again from its next round's measurements.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..models.base import FitOptions
+from ..models.gbdt import XGBConfig, XGBModel
+from .convert import programs_dataset
+
+BLEND_TRIALS = 64  # after one full round of measurements the trees weigh as much as the pre-trained model
+MIN_PROGRAMS = 8  # fewer measured programs of a task: no trees yet
+TREES = XGBConfig(n_estimators=100, max_depth=6)  # a few hundred programs at most: smaller than the xgb model
+
+
+class TaskTrees:
+    """The measurements and tree ranker of every task of a run, keyed like the adapter's tasks."""
+
+    def __init__(self, hardware):
+        self.hardware = hardware
+        self.measured: dict[int, tuple[object, list, list[float]]] = {}  # task -> (operator, tokens, latencies)
+        self.rankers: dict[int, XGBModel] = {}
+        self.fits = 0
+
+    def add(self, task: int, operator, program_tokens, latency: float) -> None:
+        _, token_lists, latencies = self.measured.setdefault(task, (operator, [], []))
+        token_lists.append(program_tokens)
+        latencies.append(latency)
+
+    def refit(self, task: int) -> None:
+        """Fit the task's ranker afresh on all of its measurements (a few hundred rows: well under a second)."""
+        operator, token_lists, latencies = self.measured.get(task, (None, [], []))
+        if len(latencies) < MIN_PROGRAMS or len(set(latencies)) < 2:
+            return
+        data = programs_dataset(token_lists, operator, self.hardware)
+        data.latency = np.asarray(latencies, dtype=np.float64)
+        ranker = XGBModel(TREES)
+        ranker.fit(data, None, FitOptions(progress=False))
+        self.rankers[task] = ranker
+        self.fits += 1
+
+    def weight(self, task: int) -> float:
+        """The trees' share of the task's blended score."""
+        if task not in self.rankers:
+            return 0.0
+        n = len(self.measured[task][2])
+        return n / (n + BLEND_TRIALS)
+
+    def predict(self, task: int, programs) -> np.ndarray:
+        return self.rankers[task].predict(programs)
