@@ -75,3 +75,11 @@ def programs_dataset(token_lists: list[list[tokens.Token]], operator: Operator, 
         latency=np.full(n, np.nan), error_no=np.zeros(n, np.int16), offsets=offsets, kinds=kinds, cats=cats,
         args=args, specs={hardware.name: hardware},
     )
+
+
+def measured_dataset(token_lists: list[list[tokens.Token]], latencies: list[float], operator: Operator,
+                     hardware: HardwareSpec) -> Dataset:
+    """``programs_dataset`` of a task's measured programs, with their latencies (seconds)."""
+    data = programs_dataset(token_lists, operator, hardware)
+    data.latency = np.asarray(latencies, dtype=np.float64)
+    return data

@@ -24,7 +24,7 @@ import numpy as np
 from .. import tokens
 from ..hardware.registry import HardwareSpec
 from ..models.base import CostModel, FitOptions
-from .convert import operator_of, plain, programs_dataset
+from .convert import measured_dataset, operator_of, plain, programs_dataset
 from .online_trees import TaskTrees
 
 log = logging.getLogger("crosstune.tvm.costmodel")
@@ -87,11 +87,12 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             self.hardware = hardware
             self.fine_tune_every = fine_tune_every
             self.operators: dict[int, object] = {}  # structural hash of the task's module -> operator
-            self.history: list[tuple] = []  # (operator, tokens, latency, task) of every measured program
+            # task -> (operator, token lists, latencies) of every program measured in this run
+            self.measured: dict[int, tuple[object, list, list[float]]] = {}
             # task -> ((centre, spread) of the model's scores, of the trees' or None): fixed from a task's
             # first batch until a model changes, because the search compares a round's batches in one heap
             self.score_scales: dict[int, tuple] = {}
-            self.trees = TaskTrees(hardware) if online_trees else None
+            self.trees = TaskTrees(hardware, self.measured) if online_trees else None
             self.tree_seconds = 0.0  # fitting the trees: in the tuning timeline like fine-tuning
             self.new_since_fine_tune = 0
             self.failures = 0
@@ -155,12 +156,10 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
                 for candidate, result in zip(candidates, results):
                     if result.run_secs:
                         latency = float(np.mean([float(s) for s in result.run_secs]))
-                        program = self._tokens([candidate])[0]
-                        if self.fine_tune_every:
-                            self.history.append((self.operators[task], program, latency, task))
-                            self.new_since_fine_tune += 1
-                        if self.trees is not None:
-                            self.trees.add(task, self.operators[task], program, latency)
+                        _, token_lists, latencies = self.measured.setdefault(task, (self.operators[task], [], []))
+                        token_lists.append(self._tokens([candidate])[0])
+                        latencies.append(latency)
+                        self.new_since_fine_tune += 1
                 if self.trees is not None:
                     started = time.perf_counter()
                     try:
@@ -184,14 +183,10 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
         def _fine_tune(self) -> None:
             if not getattr(self.model, "warm_starts", False):
                 return
-            by_task: dict[int, list] = {}
-            for operator, toks, latency, task in self.history:  # all of this run's measurements so far
-                by_task.setdefault(task, []).append((operator, toks, latency))
             parts = []
-            for task_index, entries in enumerate(by_task.values()):
-                part = programs_dataset([e[1] for e in entries], entries[0][0], self.hardware)
-                part.latency = np.array([e[2] for e in entries])
-                part.task = np.full(len(entries), task_index, np.int32)
+            for task_index, (operator, token_lists, latencies) in enumerate(self.measured.values()):  # all so far
+                part = measured_dataset(token_lists, latencies, operator, self.hardware)
+                part.task = np.full(len(latencies), task_index, np.int32)
                 parts.append(part)
             data = _concat(parts)
             data.task_ids = [f"task{i}" for i in range(len(parts))]

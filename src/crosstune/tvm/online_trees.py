@@ -17,7 +17,7 @@ import numpy as np
 
 from ..models.base import FitOptions
 from ..models.gbdt import XGBConfig, XGBModel
-from .convert import programs_dataset
+from .convert import measured_dataset
 
 BLEND_TRIALS = 64  # after one full round of measurements the trees weigh as much as the pre-trained model
 MIN_PROGRAMS = 8  # fewer measured programs of a task: no trees yet
@@ -25,28 +25,22 @@ TREES = XGBConfig(n_estimators=100, max_depth=6)  # a few hundred programs at mo
 
 
 class TaskTrees:
-    """The measurements and tree ranker of every task of a run, keyed like the adapter's tasks."""
+    """The tree ranker of every task of a run, fitted on the adapter's measurements (``measured``: task ->
+    (operator, token lists, latencies), the adapter's own store, shared with its fine-tuning)."""
 
-    def __init__(self, hardware):
+    def __init__(self, hardware, measured: dict[int, tuple[object, list, list[float]]]):
         self.hardware = hardware
-        self.measured: dict[int, tuple[object, list, list[float]]] = {}  # task -> (operator, tokens, latencies)
+        self.measured = measured
         self.rankers: dict[int, XGBModel] = {}
         self.fits = 0
-
-    def add(self, task: int, operator, program_tokens, latency: float) -> None:
-        _, token_lists, latencies = self.measured.setdefault(task, (operator, [], []))
-        token_lists.append(program_tokens)
-        latencies.append(latency)
 
     def refit(self, task: int) -> None:
         """Fit the task's ranker afresh on all of its measurements (a few hundred rows: well under a second)."""
         operator, token_lists, latencies = self.measured.get(task, (None, [], []))
         if len(latencies) < MIN_PROGRAMS or len(set(latencies)) < 2:
             return
-        data = programs_dataset(token_lists, operator, self.hardware)
-        data.latency = np.asarray(latencies, dtype=np.float64)
         ranker = XGBModel(TREES)
-        ranker.fit(data, None, FitOptions(progress=False))
+        ranker.fit(measured_dataset(token_lists, latencies, operator, self.hardware), None, FitOptions(progress=False))
         self.rankers[task] = ranker
         self.fits += 1
 
