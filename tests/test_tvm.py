@@ -665,6 +665,8 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     reused = int(re.search(r"xgb: re-using (\d+) trials", again.stdout).group(1))
     assert reused >= killed_at
     assert "re-using the pre-trained crossfeat" in again.stdout  # trained before the kill, not again
+    pretrain = json.loads((out / "pretrain.json").read_text())
+    assert pretrain["process"] == "child" and pretrain["records"] > 0 and (out / "crossfeat-model").is_dir()
     assert "crosstune: tuning with the baseline's budget of 7 trials" in again.stdout
     assert "reach xgb final" in again.stdout  # the table
     report = json.loads((out / "tune-compare.json").read_text())

@@ -12,7 +12,9 @@ load. Every arm resumes after a kill (see ``rounds``).
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,22 +118,35 @@ def _pretrained_model(s: CompareSettings, print_fn) -> tuple[str, dict]:
         info = json.loads(info_path.read_text())
         print_fn(f"re-using the pre-trained crossfeat in {model_dir} ({info['seconds']:.0f} s to train)")
         return str(model_dir), info
+    # In a child process, so that the tuning arms start with none of the training's threads and memory:
+    # the arms that started right after pre-training in this process read the speed probe 1.5x slower
+    # than the xgb arm before them on the same machine (docs/BENCHMARKS.md, session 30).
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+        info = pool.submit(pretrain_crossfeat, s.datasets, s.hardware_config, s.epochs, s.seed,
+                           str(model_dir)).result()
+    atomic_write_text(info_path, json.dumps(info, indent=1))
+    print_fn(f"pre-trained crossfeat on {', '.join(info['pretrained_on'])} ({info['records']} records) "
+             f"in {info['seconds']:.0f} s")
+    return str(model_dir), info
+
+
+def pretrain_crossfeat(datasets: list[str], hardware_config: str, epochs: int, seed: int, model_dir: str) -> dict:
+    """Crossfeat trained on every configuration of the dataset but ``hardware_config`` (zero-shot for it),
+    saved to ``model_dir``; what was done, for pretrain.json."""
     from ..dataset import load_dataset
     from ..experiment import fit_model
     from ..train import TrainConfig
 
-    ds = load_dataset(s.datasets)
-    others = [h for h in ds.hardware_names if h != s.hardware_config]
+    ds = load_dataset(datasets)
+    others = [h for h in ds.hardware_names if h != hardware_config]
     if not others:
-        raise CrosstuneError(f"the dataset has no hardware other than {s.hardware_config} to pre-train on")
+        raise CrosstuneError(f"the dataset has no hardware other than {hardware_config} to pre-train on")
     source = ds.select(ds.hardware_mask(others))
-    model, seconds = fit_model("crossfeat", source, TrainConfig(epochs=s.epochs, seed=s.seed))
-    model.save(model_dir)  # written as a unit
-    info = {"model": str(model_dir), "pretrained_here": True, "pretrained_on": others, "records": len(source),
-            "epochs": s.epochs, "seconds": seconds}
-    atomic_write_text(info_path, json.dumps(info, indent=1))
-    print_fn(f"pre-trained crossfeat on {', '.join(others)} ({len(source)} records) in {seconds:.0f} s")
-    return str(model_dir), info
+    model, seconds = fit_model("crossfeat", source, TrainConfig(epochs=epochs, seed=seed))
+    model.save(Path(model_dir))  # written as a unit
+    return {"model": model_dir, "pretrained_here": True, "pretrained_on": others, "records": len(source),
+            "epochs": epochs, "seconds": seconds, "process": "child"}
 
 
 COMPILED_NOTE = (f"every arm compiled in one fresh process after tuning and timed in "

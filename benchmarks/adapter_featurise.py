@@ -1,0 +1,80 @@
+"""Programs per second through the cost-model adapter's path, stage by stage, on a tuning arm's real traces.
+
+MetaSchedule's search asks the adapter to score ~2,500 candidates a round (512 x 4); each is a trace that
+the adapter turns into JSON (TVM's ``Trace.as_json``, then ``plain``), crosstune tokens and a batch for the
+model. TVM's C++ JSON writer (``ffi.json.Stringify``) cannot replace the first two: the trace's JSON holds
+``ir.IntImm`` objects, which it refuses (session 31). This times every stage on the
+traces an arm measured (the same kind of object the search hands over). Usage:
+
+    python benchmarks/adapter_featurise.py MODEL_DIR ARM_DIR [--hardware-config local-avx512-2c]
+
+ARM_DIR is one arm of `crosstune tune-compare` (it holds MetaSchedule's JSON database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+
+def timed(function, *args):
+    started = time.perf_counter()
+    result = function(*args)
+    return result, time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", type=Path)
+    parser.add_argument("arm", type=Path)
+    parser.add_argument("--hardware-config", default="local-avx512-2c")
+    parser.add_argument("--min-programs", type=int, default=64, help="leave out tasks with fewer measured programs")
+    args = parser.parse_args()
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        if not (args.arm / name).is_file():
+            parser.error(f"{args.arm} holds no MetaSchedule database ({name} missing)")
+
+    from tvm.s_tir import meta_schedule as ms
+
+    from crosstune import tokens
+    from crosstune.hardware.local import local_configurations
+    from crosstune.models import load_model
+    from crosstune.tvm.convert import operator_of, plain, programs_dataset
+
+    model = load_model(args.model)
+    spec = local_configurations()[args.hardware_config].spec
+    database = ms.database.JSONDatabase(path_workload=str(args.arm / "database_workload.json"),
+                                        path_tuning_record=str(args.arm / "database_tuning_record.json"),
+                                        allow_missing=False)
+    by_task: dict[str, tuple] = {}
+    for record in database.get_all_tuning_records():
+        by_task.setdefault(str(plain(record.workload.as_json())[0]), (record.workload.mod, []))[1].append(record.trace)
+    stages = dict.fromkeys(("Trace.as_json", "plain", "tokenize", "batch", "model.predict"), 0.0)
+    programs = 0
+    for mod, traces in by_task.values():
+        if len(traces) < args.min_programs:
+            continue
+        raw_json, seconds = timed(lambda: [t.as_json() for t in traces])
+        stages["Trace.as_json"] += seconds
+        json_lists, seconds = timed(lambda: [plain(j) for j in raw_json])
+        stages["plain"] += seconds
+        token_lists, seconds = timed(lambda: [tokens.tokenize_ms_trace(j) for j in json_lists])
+        stages["tokenize"] += seconds
+        batch, seconds = timed(programs_dataset, token_lists, operator_of(mod), spec)
+        stages["batch"] += seconds
+        _, seconds = timed(model.predict, batch)
+        stages["model.predict"] += seconds
+        programs += len(traces)
+    if not programs:
+        print(f"no task with >= {args.min_programs} measured programs")
+        return 1
+    for stage, seconds in stages.items():
+        print(f"{stage:26s} {seconds:7.2f} s  {programs / seconds:9.0f} programs/s")
+    print(f"{programs} programs of {sum(len(t) >= args.min_programs for _, t in by_task.values())} tasks; "
+          f"whole path {programs / sum(stages.values()):.0f} programs/s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
