@@ -119,8 +119,8 @@ def _pretrained_model(s: CompareSettings, print_fn) -> tuple[str, dict]:
         print_fn(f"re-using the pre-trained crossfeat in {model_dir} ({info['seconds']:.0f} s to train)")
         return str(model_dir), info
     # In a child process, so that the tuning arms start with none of the training's threads and memory:
-    # the arms that started right after pre-training in this process read the speed probe 1.5x slower
-    # than the xgb arm before them on the same machine (docs/BENCHMARKS.md, session 30).
+    # in session 30 the arms that started right after pre-training in this process read the speed probe
+    # 1.5x slower than the xgb arm before them (docs/BENCHMARKS.md); the cause was not proven.
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
         info = pool.submit(pretrain_crossfeat, s.datasets, s.hardware_config, s.epochs, s.seed,
