@@ -13,9 +13,9 @@ ARM_DIR is one arm of `crosstune tune-compare` (it holds MetaSchedule's JSON dat
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
+
+from arm_programs import model_and_arm_arguments, traces_by_task
 
 
 def timed(function, *args):
@@ -25,17 +25,7 @@ def timed(function, *args):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", type=Path)
-    parser.add_argument("arm", type=Path)
-    parser.add_argument("--hardware-config", default="local-avx512-2c")
-    parser.add_argument("--min-programs", type=int, default=64, help="leave out tasks with fewer measured programs")
-    args = parser.parse_args()
-    for name in ("database_workload.json", "database_tuning_record.json"):
-        if not (args.arm / name).is_file():
-            parser.error(f"{args.arm} holds no MetaSchedule database ({name} missing)")
-
-    from tvm.s_tir import meta_schedule as ms
+    args = model_and_arm_arguments(__doc__.splitlines()[0], min_programs=64)
 
     from crosstune import tokens
     from crosstune.hardware.local import local_configurations
@@ -44,15 +34,10 @@ def main() -> int:
 
     model = load_model(args.model)
     spec = local_configurations()[args.hardware_config].spec
-    database = ms.database.JSONDatabase(path_workload=str(args.arm / "database_workload.json"),
-                                        path_tuning_record=str(args.arm / "database_tuning_record.json"),
-                                        allow_missing=False)
-    by_task: dict[str, tuple] = {}
-    for record in database.get_all_tuning_records():
-        by_task.setdefault(str(plain(record.workload.as_json())[0]), (record.workload.mod, []))[1].append(record.trace)
+    tasks = traces_by_task(args.arm)
     stages = dict.fromkeys(("Trace.as_json", "plain", "tokenize", "batch", "model.predict"), 0.0)
     programs = 0
-    for mod, traces in by_task.values():
+    for mod, traces in tasks:
         if len(traces) < args.min_programs:
             continue
         raw_json, seconds = timed(lambda: [t.as_json() for t in traces])
@@ -71,7 +56,7 @@ def main() -> int:
         return 1
     for stage, seconds in stages.items():
         print(f"{stage:26s} {seconds:7.2f} s  {programs / seconds:9.0f} programs/s")
-    print(f"{programs} programs of {sum(len(t) >= args.min_programs for _, t in by_task.values())} tasks; "
+    print(f"{programs} programs of {sum(len(t) >= args.min_programs for _, t in tasks)} tasks; "
           f"whole path {programs / sum(stages.values()):.0f} programs/s")
     return 0
 
