@@ -568,6 +568,28 @@ def test_a_first_round_is_small_only_with_the_small_first_round_option():
     assert Arm.round_size(arm(["early-stop"], rounds=0, light=True), 0, budget=1000) == 64  # not without the option
 
 
+def test_light_search_lightens_only_one_program_rounds_and_light_first_rounds():
+    from types import SimpleNamespace
+
+    from crosstune.tvm.rounds import ONE_PROGRAM_SEARCH, Arm, ArmSettings, SearchSettings
+
+    def arm(head_start, rounds=0, light=False, one_program=False):
+        settings = ArmSettings("crosstune", "model", "mobilenet_v2", "local-avx2-2c", ["conv2d"],
+                               head_start=list(head_start), search=SearchSettings(512, 4, 50))
+        return SimpleNamespace(settings=settings, state={"tasks": [{"rounds": rounds}]},
+                               _contexts_by_search={"made": []} if "light-search" in head_start else {},
+                               one_program=lambda index: one_program, light=lambda index: light)
+
+    both = ["one-program-tasks", "light-first-round", "light-search"]
+    assert Arm.round_search(arm(both, one_program=True), 0) == ONE_PROGRAM_SEARCH
+    assert Arm.round_search(arm(both, light=True), 0) == SearchSettings(256, 2, 50)  # half the arm's search
+    assert Arm.round_search(arm(both, light=True, rounds=1), 0) is None  # only its first round
+    assert Arm.round_search(arm(both), 0) is None  # a heavy task keeps the full search
+    assert Arm.round_search(arm(["one-program-tasks", "light-first-round"], light=True), 0) is None  # option off
+    # a one-program task searched for a full round (one-program-tasks off) keeps the full search too
+    assert Arm.round_search(arm(["light-first-round", "light-search"], one_program=True), 0) is None
+
+
 def test_light_tasks_are_those_under_two_percent_of_the_weighted_flops():
     from types import SimpleNamespace
 
@@ -592,7 +614,7 @@ def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
     from crosstune.tvm.tune_compare import crosstune_arm_name
 
     assert crosstune_arm_name(list(reversed(HEAD_START_OPTIONS[:4]))) == "crosstune"
-    assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == "crosstune-with-light-first-round+online-trees"
+    assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == "crosstune-with-light-first-round+online-trees+light-search"
     assert crosstune_arm_name([]) == "crosstune-none"
     assert crosstune_arm_name(["early-stop", "small-first-round"]) == "crosstune-small-first-round+early-stop"
     assert crosstune_arm_name(["early-stop", "weighted-rounds", "one-program-tasks"]) == "crosstune-without-small-first-round"
@@ -633,8 +655,9 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
                "local-avx2-2c", "--trials", "7", "--round-trials", "3", "--first-round-trials", "2",
                "--chunk-trials", "3", "--fine-tune-every", "2", "--epochs", "1", "--tasks", "mean,max_pool2d,fused_batch_norm_relu",
                "--population", "16", "--genetic-iters", "1", "--skip-end-to-end", "--out", str(out),
-               # every option, small-first-round too (off by default): the arm is then plain "crosstune"
-               "--head-start", "small-first-round,one-program-tasks,weighted-rounds,early-stop"]
+               # the first four options, small-first-round too (off by default), and light-search: the one-program
+               # task's round then searches a handful of samples
+               "--head-start", "small-first-round,one-program-tasks,weighted-rounds,early-stop,light-search"]
     state = out / "xgb" / "state.json"
     log = tmp_path / "first-run.log"
     with open(log, "wb") as stream:
@@ -667,12 +690,12 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     assert "re-using the pre-trained crossfeat" in again.stdout  # trained before the kill, not again
     pretrain = json.loads((out / "pretrain.json").read_text())
     assert pretrain["process"] == "child" and pretrain["records"] > 0 and (out / "crossfeat-model").is_dir()
-    assert "crosstune: tuning with the baseline's budget of 7 trials" in again.stdout
+    assert "crosstune-with-light-search: tuning with the baseline's budget of 7 trials" in again.stdout
     assert "reach xgb final" in again.stdout  # the table
     report = json.loads((out / "tune-compare.json").read_text())
     assert (out / "tune-compare-curve.png").stat().st_size > 10_000
     runs = report["runs"]
-    assert list(runs) == ["xgb", "crosstune", "random"]
+    assert list(runs) == ["xgb", "crosstune-with-light-search", "random"]
     baseline = runs["xgb"]
     assert baseline["trials"] == report["budget_trials"] == 7 and runs["random"]["trials"] == 7
     assert baseline["trials_reused"] == reused and len(baseline["sessions"]) == 2
@@ -683,7 +706,7 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     assert all(run["machines"] == [this_machine()] for run in runs.values())
     assert f"tuned on {this_machine()}" in again.stdout
     assert baseline["curve"][-1]["trials"] == 7
-    assert 0 < runs["crosstune"]["trials"] <= 7  # early stop may leave some of the budget unused
+    assert 0 < runs["crosstune-with-light-search"]["trials"] <= 7  # early stop may leave some of the budget unused
     for run in runs.values():
         assert {t["name"] for t in run["tasks"] if t["rounds"]} == {"mean", "max_pool2d", "fused_batch_norm_relu"}
         single = next(t for t in run["tasks"] if t["name"] == "fused_batch_norm_relu")
@@ -702,7 +725,7 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
         report["baseline_final_estimated_latency_ms"] - baseline["one_program_latency_difference_ms"])
     assert "set in every arm to the lowest of the arms' measurements" in again.stdout
     assert 0 < baseline["one_program_task_seconds"] < baseline["tuning_seconds"]
-    ours = runs["crosstune"]
+    ours = runs["crosstune-with-light-search"]
     assert [c["trials"] for c in ours["curve"][:2]] == [1, 3]  # one program, then a small first round of 2
     assert [t["stopped"] for t in ours["tasks"] if t["name"] == "fused_batch_norm_relu"] == ["its one program is measured"]
     assert ours["cost_model_seconds"]["fine_tunes"] >= 1 and ours["cost_model_seconds"]["failures"] == 0

@@ -24,8 +24,9 @@ import numpy as np
 from .. import tokens
 from ..hardware.registry import HardwareSpec
 from ..models.base import CostModel, FitOptions
-from .convert import measured_dataset, operator_of, plain, programs_dataset
+from .convert import measured_dataset, operator_of, programs_dataset
 from .online_trees import TaskTrees
+from .trace_text import trace_tokens
 
 log = logging.getLogger("crosstune.tvm.costmodel")
 
@@ -118,7 +119,7 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             return key
 
         def _tokens(self, candidates) -> list[list[tokens.Token]]:
-            return [tokens.tokenize_ms_trace(plain(c.sch.trace.as_json())) for c in candidates]
+            return [trace_tokens(c.sch.trace) for c in candidates]
 
         def predict(self, context, candidates) -> np.ndarray:
             started = time.perf_counter()

@@ -32,7 +32,7 @@ from .collect import repair_database_file
 from .convert import plain
 
 HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop", "light-first-round",
-                      "online-trees")
+                      "online-trees", "light-search")
 # The default leaves small-first-round out: on ResNet-18 (local-avx512-2c) its 16-program first rounds gave a
 # first estimate 105% above XGBoost's final and reached within 5% of it after 1,068 trials; with full
 # 64-program first rounds the pre-trained model's first estimate was 12% above, and the arm beat XGBoost's
@@ -69,6 +69,25 @@ class SearchSettings:
     population_size: int = 512
     genetic_num_iters: int = 4
     init_min_unmeasured: int = 50
+
+
+# light-search: a round's search costs about the same whatever it measures (session 31, MobileNet-V2: 16.5 s
+# for a 16-program first round, 18.1 s for a 64-program one; 6.1 s for a task with one possible program,
+# most of it sampling a 512-program population of a space that holds one). With a pre-trained model ranking
+# the candidates, a light task's first round searches a smaller population, and a one-program task's round
+# samples a handful and stops at the first unmeasured one.
+ONE_PROGRAM_SEARCH = SearchSettings(population_size=4, genetic_num_iters=0, init_min_unmeasured=1)
+
+
+def _search_key(search: SearchSettings) -> str:
+    return f"{search.population_size}x{search.genetic_num_iters}/{search.init_min_unmeasured}"
+
+
+def light_first_search(search: SearchSettings) -> SearchSettings:
+    """Half the arm's search for a light task's first round (MetaSchedule's 512 x 4: 256 x 2)."""
+    population = max(search.population_size // 2, 1)
+    return SearchSettings(population_size=population, genetic_num_iters=search.genetic_num_iters // 2,
+                          init_min_unmeasured=min(search.init_min_unmeasured, population))
 
 
 @dataclass
@@ -170,10 +189,17 @@ class Arm:
     """The tuning state of one arm, its database and cost model; ``run_rounds`` advances it."""
 
     def __init__(self, settings: ArmSettings, directory: Path, contexts: list, weights: list[float], config,
-                 print_fn=print):
+                 print_fn=print, search_contexts=None):
         self.settings = settings
         self.dir = Path(directory)
         self.contexts, self.weights = contexts, weights
+        # light-search: the tasks' contexts with the lighter searches (the same tasks and database, another
+        # search strategy), made here, before tuning: making contexts sets MetaSchedule's loggers afresh,
+        # which run_rounds quiets
+        self._contexts_by_search: dict[str, list] = {}
+        if "light-search" in settings.head_start and search_contexts is not None:
+            for search in (ONE_PROGRAM_SEARCH, light_first_search(settings.search)):
+                self._contexts_by_search.setdefault(_search_key(search), search_contexts(search))
         self.config = config
         self.print = print_fn
         self.state_path = self.dir / "state.json"
@@ -351,6 +377,23 @@ class Arm:
             size = 1
         return max(1, min(size, budget - self.state["trials"]))
 
+    def round_search(self, index: int) -> SearchSettings | None:
+        """The search of the task's next round when light-search lightens it (see ONE_PROGRAM_SEARCH), else
+        None: the arm's own."""
+        if not self._contexts_by_search:
+            return None
+        if "one-program-tasks" in self.settings.head_start and self.one_program(index):
+            return ONE_PROGRAM_SEARCH
+        task = self.state["tasks"][index]
+        if task["rounds"] == 0 and "light-first-round" in self.settings.head_start and self.light(index):
+            return light_first_search(self.settings.search)
+        return None
+
+    def context(self, index: int):
+        """The task's tuning context for its next round: with the search ``round_search`` chose."""
+        search = self.round_search(index)
+        return self.contexts[index] if search is None else self._contexts_by_search[_search_key(search)][index]
+
     def light(self, index: int) -> bool:
         """Whether the task is under LIGHT_SHARE of the tuned tasks' weighted FLOPs, so that a first round of
         MetaSchedule's 64 programs buys the network estimate little: ResNet-18's pooling, mean, dense layer and
@@ -402,7 +445,7 @@ class Arm:
         self._round_candidates = []
         callbacks = ms.measure_callback.MeasureCallback.create("default") + [self.measure_callback()]
         with ms.Profiler() as profiler:
-            ms.tune_tasks(tasks=[self.contexts[index]], task_weights=[task["weight"]], work_dir=str(self.dir),
+            ms.tune_tasks(tasks=[self.context(index)], task_weights=[task["weight"]], work_dir=str(self.dir),
                           max_trials_global=size, num_trials_per_iter=size, builder=builder, runner=runner,
                           database=self.database, cost_model=self.cost_model, measure_callbacks=callbacks,
                           task_scheduler="round-robin")
@@ -438,8 +481,8 @@ class Arm:
             return False
         started = time.perf_counter()
         try:
-            from .. import tokens
             from .convert import operator_of, programs_dataset
+            from .trace_text import trace_tokens
 
             context = self.contexts[index]
             best = self.database.get_top_k(self.database.commit_workload(context.mod), 1)
@@ -447,7 +490,7 @@ class Arm:
             if not best or not proposed:
                 return False
             traces = [best[0].trace, *proposed]
-            programs = programs_dataset([tokens.tokenize_ms_trace(plain(t.as_json())) for t in traces],
+            programs = programs_dataset([trace_tokens(t) for t in traces],
                                         operator_of(context.mod), self.adapter.hardware)
             scores = np.asarray(self.model.predict(programs), dtype="float64")
             return bool(scores[0] >= scores[1:].max())

@@ -270,13 +270,17 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
             search: SearchSettings) -> Arm:
         settings = ArmSettings(name, cost_model, s.network, s.hardware_config, names, s.round_trials,
                                s.first_round_trials, sorted(head_start), fine_tune_every, s.seed, search)
-        strategy = ms.search_strategy.EvolutionarySearch(population_size=search.population_size,
-                                                         init_min_unmeasured=search.init_min_unmeasured,
-                                                         genetic_num_iters=search.genetic_num_iters)
-        # fresh contexts per arm: each clones the search strategy and forks its own random state
-        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-            selected, str(s.out / name), strategy=strategy, num_threads=config.num_cores, seed=s.seed)
-        made = Arm(settings, s.out / name, contexts, [float(w) for w in weights], config, print_fn)
+        def contexts_with(search: SearchSettings):
+            strategy = ms.search_strategy.EvolutionarySearch(population_size=search.population_size,
+                                                             init_min_unmeasured=search.init_min_unmeasured,
+                                                             genetic_num_iters=search.genetic_num_iters)
+            # fresh contexts per arm: each clones the search strategy and forks its own random state
+            return ms.relax_integration.extracted_tasks_to_tune_contexts(
+                selected, str(s.out / name), strategy=strategy, num_threads=config.num_cores, seed=s.seed)
+
+        contexts, weights = contexts_with(search)
+        made = Arm(settings, s.out / name, contexts, [float(w) for w in weights], config, print_fn,
+                   search_contexts=lambda other: contexts_with(other)[0])
         if made.reused_trials:
             print_fn(f"{name}: re-using {made.reused_trials} trials already measured in {s.out / name}"
                      + (" (finished)" if made.state["done"] else ""))
