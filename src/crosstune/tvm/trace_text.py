@@ -1,9 +1,10 @@
-"""A MetaSchedule trace read back from TVM's printed form: the cost model's featurisation, 10x faster.
+"""A MetaSchedule trace read back from TVM's printed form: the cost model's featurisation, 3x faster.
 
 MetaSchedule's search asks the cost model to score ~2,500 candidate schedules a round. ``Trace.as_json()``
 builds its answer in C++ but converts it to Python element by element through the FFI: about 2 ms a
 trace here, 70% of the adapter's time (docs/BENCHMARKS.md). ``str(trace)`` is printed in C++ as Python
-statements (``l9, l10 = sch.split(loop=l6, factors=[v7, v8], ...)``) in about 0.15 ms. This module reads
+statements (``l9, l10 = sch.split(loop=l6, factors=[v7, v8], ...)``) in about 0.15 ms; reading it back here takes
+about 0.4 ms (whole path 1,174 programs/s against 385 through ``as_json``, docs/BENCHMARKS.md). This module reads
 those statements back into the ``[instructions, decisions]`` shape of ``as_json`` that
 ``tokens.tokenize_ms_trace`` reads, so both paths give the same tokens (tests/test_trace_text.py compares
 them on real tuning records).
@@ -85,9 +86,6 @@ def _keyword(keywords: dict[str, str], name: str):
 def _statement(method: str, args: str) -> tuple[str, list, list, object]:
     """(kind, inputs, attrs, decision) of one statement, in ``as_json``'s layout as far as the tokenizer
     reads it."""
-    kind = _KIND_ONLY.get(method)
-    if kind is not None:
-        return kind, [], [], None
     kw = dict(_KEYWORD.findall(args))
     if method in ("sample_perfect_tile", "sample_partitioned_tile"):
         kind = "SamplePerfectTile" if method == "sample_perfect_tile" else "SamplePartitionedTile"
