@@ -30,12 +30,9 @@ class UnreadableTrace(ValueError):
 _NUMBER = re.compile(r"-?\d+(?:\.\d*)?(?:e[-+]?\d+)?$")
 _NAME = re.compile(r"[A-Za-z_]\w*$")
 
-# method -> (instruction kind, how its token's arguments are rebuilt). The kinds whose token reads
-# nothing but the kind (and the bookkeeping ones, which give no token) need no arguments at all.
+# method -> instruction kind, for the kinds whose token reads nothing but the kind: no arguments to read
 _KIND_ONLY = {
-    "get_sblock": "GetSBlock", "get_block": "GetBlock", "get_loops": "GetLoops", "get_child_blocks": "GetChildBlocks",
-    "get_producers": "GetProducers", "get_consumers": "GetConsumers", "get_output_blocks": "GetOutputBlocks",
-    "enter_postproc": "EnterPostproc", "parallel": "Parallel", "vectorize": "Vectorize", "unroll": "Unroll",
+    "parallel": "Parallel", "vectorize": "Vectorize", "unroll": "Unroll",
     "compute_inline": "ComputeInline", "reverse_compute_inline": "ReverseComputeInline", "rfactor": "RFactor",
     "decompose_reduction": "DecomposeReduction", "blockize": "Blockize", "tensorize": "Tensorize",
     "add_unit_loop": "AddUnitLoop", "pad_einsum": "PadEinsum",
@@ -83,18 +80,22 @@ def _keyword(keywords: dict[str, str], name: str):
     return _value(keywords[name])
 
 
+def _optional(keywords: dict[str, str], name: str):
+    """A keyword argument the printer leaves out when it has no value (a sampling decision): None then."""
+    return _value(keywords[name]) if name in keywords else None
+
+
 def _statement(method: str, args: str) -> tuple[str, list, list, object]:
     """(kind, inputs, attrs, decision) of one statement, in ``as_json``'s layout as far as the tokenizer
     reads it."""
     kw = dict(_KEYWORD.findall(args))
     if method in ("sample_perfect_tile", "sample_partitioned_tile"):
         kind = "SamplePerfectTile" if method == "sample_perfect_tile" else "SamplePartitionedTile"
-        return kind, [], [], _keyword(kw, "decision") if "decision" in kw else None
+        return kind, [], [], _optional(kw, "decision")
     if method == "sample_categorical":
-        decision = _keyword(kw, "decision") if "decision" in kw else None
-        return "SampleCategorical", [], [_keyword(kw, "candidates")], decision
+        return "SampleCategorical", [], [_keyword(kw, "candidates")], _optional(kw, "decision")
     if method == "sample_compute_location":
-        return "SampleComputeLocation", [], [], _keyword(kw, "decision") if "decision" in kw else None
+        return "SampleComputeLocation", [], [], _optional(kw, "decision")
     if method in ("split", "loop_partition"):
         factors = _keyword(kw, "factors")
         if not isinstance(factors, list):
