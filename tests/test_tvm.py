@@ -603,37 +603,10 @@ def test_light_tasks_are_those_under_two_percent_of_the_weighted_flops():
         return SimpleNamespace(mod=tvm.IRModule({"main": te.create_prim_func([a, te.compute((n,), lambda i: a[i] + 1.0, name="T_add")])}))
 
     # the small task is 1% of the FLOPs once, 3% when it occurs three times in the network
-    def fake_arm(sizes, weights):
-        fake = SimpleNamespace(contexts=[elementwise(n) for n in sizes], weights=weights, _flop_shares=None)
-        fake.flop_share = lambda index: Arm.flop_share(fake, index)
-        return fake
-
-    fake = fake_arm([990, 10], [1.0, 1.0])
+    fake = SimpleNamespace(contexts=[elementwise(990), elementwise(10)], weights=[1.0, 1.0], _flop_shares=None)
     assert not Arm.light(fake, 0) and Arm.light(fake, 1)
-    fake = fake_arm([990, 10], [1.0, 3.0])
+    fake = SimpleNamespace(contexts=[elementwise(990), elementwise(10)], weights=[1.0, 3.0], _flop_shares=None)
     assert not Arm.light(fake, 0) and not Arm.light(fake, 1)
-
-
-def test_heavy_last_orders_first_rounds_by_flop_share_then_leaves_the_rule_alone():
-    from types import SimpleNamespace
-
-    from crosstune.tvm.rounds import Arm, ArmSettings
-
-    def arm(head_start, rounds, shares):
-        settings = ArmSettings("crosstune", "model", "resnet18", "local-avx2-2c", ["a", "b", "c", "d"],
-                               head_start=list(head_start))
-        fake = SimpleNamespace(settings=settings, state={"tasks": [
-            {"rounds": r, "stopped": None, "weight": 1.0, "history": [1.0] * r} for r in rounds]})
-        fake._live = lambda: Arm._live(fake)
-        fake.flop_share = lambda index: shares[index]
-        return fake
-
-    shares = [0.5, 0.1, float("nan"), 0.4]  # unknown FLOPs go last, like the heaviest
-    assert Arm.next_task(arm([], [0, 0, 0, 0], shares)) == 0  # network order without the option
-    assert Arm.next_task(arm(["heavy-last"], [0, 0, 0, 0], shares)) == 1
-    assert Arm.next_task(arm(["heavy-last"], [0, 1, 0, 0], shares)) == 3
-    assert Arm.next_task(arm(["heavy-last"], [0, 1, 0, 1], shares)) == 0
-    assert Arm.next_task(arm(["heavy-last"], [1, 1, 0, 1], shares)) == 2
 
 
 def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
@@ -641,7 +614,7 @@ def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
     from crosstune.tvm.tune_compare import crosstune_arm_name
 
     assert crosstune_arm_name(list(reversed(HEAD_START_OPTIONS[:4]))) == "crosstune"
-    assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == "crosstune-with-light-first-round+online-trees+light-search+heavy-last"
+    assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == "crosstune-with-light-first-round+online-trees+light-search"
     assert crosstune_arm_name([]) == "crosstune-none"
     assert crosstune_arm_name(["early-stop", "small-first-round"]) == "crosstune-small-first-round+early-stop"
     assert crosstune_arm_name(["early-stop", "weighted-rounds", "one-program-tasks"]) == "crosstune-without-small-first-round"

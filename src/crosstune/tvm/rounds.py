@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -33,7 +32,7 @@ from .collect import repair_database_file
 from .convert import plain
 
 HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop", "light-first-round",
-                      "online-trees", "light-search", "heavy-last")
+                      "online-trees", "light-search")
 # The default leaves small-first-round out: on ResNet-18 (local-avx512-2c) its 16-program first rounds gave a
 # first estimate 105% above XGBoost's final and reached within 5% of it after 1,068 trials; with full
 # 64-program first rounds the pre-trained model's first estimate was 12% above, and the arm beat XGBoost's
@@ -325,20 +324,13 @@ class Arm:
         return [i for i, t in enumerate(self.state["tasks"]) if not t["stopped"]]
 
     def next_task(self) -> int | None:
-        """The first round of every task in order (with ``heavy-last``, in ascending order of the task's share of
-        the weighted FLOPs); then MetaSchedule's gradient rule, or with ``weighted-rounds`` the task whose weighted
-        latency promises the most."""
+        """The first round of every task in order; then MetaSchedule's gradient rule, or with
+        ``weighted-rounds`` the task whose weighted latency promises the most."""
         tasks = self.state["tasks"]
         live = self._live()
         if not live:
             return None
         fresh = [i for i in live if tasks[i]["rounds"] == 0]
-        if fresh and "heavy-last" in self.settings.head_start:
-            # The heavy convolutions' first rounds then come after the model was fine-tuned on the light tasks'
-            # measurements of this machine (the network estimate needs every task once, so the order costs
-            # nothing): ResNet-18's five heaviest, met in network order from round 6 on, ended the first pass
-            # 1.2 ms (conv2d6) to 0.35 ms above XGBoost's final and held the whole 11% gap (session 33).
-            return min(fresh, key=lambda i: (math.inf if math.isnan(self.flop_share(i)) else self.flop_share(i), i))
         if fresh:
             return fresh[0]
         if "weighted-rounds" in self.settings.head_start:
@@ -402,23 +394,19 @@ class Arm:
         search = self.round_search(index)
         return self.contexts[index] if search is None else self._contexts_by_search[_search_key(search)][index]
 
-    def flop_share(self, index: int) -> float:
-        """The task's share of the tuned tasks' weighted FLOPs (NaN where its FLOPs are unknown)."""
-        if self._flop_shares is None:
-            from .convert import operator_of
-
-            weighted = np.array([w * operator_of(c.mod).flops for c, w in zip(self.contexts, self.weights)])
-            total = np.nansum(weighted)
-            self._flop_shares = [float(x / total) if total > 0 else float("nan") for x in weighted]
-        return self._flop_shares[index]
-
     def light(self, index: int) -> bool:
         """Whether the task is under LIGHT_SHARE of the tuned tasks' weighted FLOPs, so that a first round of
         MetaSchedule's 64 programs buys the network estimate little: ResNet-18's pooling, mean, dense layer and
         1x1 downsampling convolutions (1% of its FLOPs, 2% of its latency) took 150 of the 408 s before the
         first estimate. FLOPs underrate memory-bound tasks (a depthwise convolution's latency share is up to
         twice its FLOP share), which is why the line is drawn low. A task of unknown FLOPs is not light."""
-        return bool(self.flop_share(index) < LIGHT_SHARE)  # NaN compares False: unknown is not light
+        if self._flop_shares is None:
+            from .convert import operator_of
+
+            weighted = np.array([w * operator_of(c.mod).flops for c, w in zip(self.contexts, self.weights)])
+            total = np.nansum(weighted)
+            self._flop_shares = [float(x / total) if total > 0 else float("nan") for x in weighted]
+        return bool(self._flop_shares[index] < LIGHT_SHARE)  # NaN compares False: unknown is not light
 
     def one_program(self, index: int) -> bool:
         """Whether the task's design space holds a single program: one space whose trace samples nothing
