@@ -54,9 +54,11 @@ class BenchSettings:
         if self.max_epochs < 1 or not self.seeds or self.processes < 1:
             raise CrosstuneError("--max-epochs, --seeds and --processes must be at least 1")
         from ..dataset import read_manifest
-        from ..models import MODEL_KINDS, training_options
+        from ..models import MODEL_KINDS, model_class
+        from ..models.neural import NeuralCostModel
 
-        neural = [kind for kind in MODEL_KINDS if "epochs" in training_options(kind)]
+        # one network trained epoch by epoch (an ensemble of them is not one)
+        neural = [kind for kind in MODEL_KINDS if issubclass(model_class(kind), NeuralCostModel)]
         if self.model not in neural:
             raise CrosstuneError(f"the benchmark trains a model epoch by epoch: {', '.join(neural)}")
         # The split is checked here, in the parent, so that a typo is one error line and not a run of

@@ -40,6 +40,9 @@ REGISTRY: dict[str, ModelKind] = {kind.name: kind for kind in (
     ModelKind("nearest-mean", "crosstune.models.nearest", "NearestMeanModel",
               "baseline: the program's mean rank over the training devices that measured it"),
     ModelKind("random", "crosstune.models.random_baseline", "RandomModel", "baseline: a seeded random score"),
+    ModelKind("ensemble", "crosstune.models.ensemble", "EnsembleModel",
+              "the mean score of several crossfeat (--arch member=KIND) models trained with seeds seed, seed+1, ..."
+              " (--arch members=N, default 3)"),
 )}
 MODEL_KINDS = tuple(REGISTRY)
 # Models that learn nothing (they copy known measurements or guess): what a learned model must beat.
