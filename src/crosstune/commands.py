@@ -623,7 +623,8 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
                         "rounds to the tasks that weigh most; stop a task when the model sees little left to gain; "
                         "16 programs in the first round of a task under 2%% of the network's FLOPs (on by default); "
                         "blend the model's scores with per-task trees fitted on the run's own measurements "
-                        "(online-trees, off by default); search 4 samples for a one-program task and half the "
+                        "(online-trees, off by default), or with one tree ranker fitted on all of them, which scores a task "
+                        "before any of its programs is measured (run-trees, off by default); search 4 samples for a one-program task and half the "
                         "population and iterations for a light task's first round (light-search)")
     p.add_argument("--first-round-trials", type=POSITIVE_INT, default=16,
                    help="first round of a task with small-first-round, or of a light task with light-first-round")

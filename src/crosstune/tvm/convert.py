@@ -83,3 +83,26 @@ def measured_dataset(token_lists: list[list[tokens.Token]], latencies: list[floa
     data = programs_dataset(token_lists, operator, hardware)
     data.latency = np.asarray(latencies, dtype=np.float64)
     return data
+
+
+def run_dataset(measured: dict, hardware: HardwareSpec) -> Dataset:
+    """Every task's measured programs of a tuning run as one Dataset, one task (ranking group) per task of the
+    run; ``measured``: task -> (operator, token lists, latencies), the cost-model adapter's store."""
+    from dataclasses import replace
+
+    parts = []
+    for index, (operator, token_lists, latencies) in enumerate(measured.values()):
+        part = measured_dataset(token_lists, latencies, operator, hardware)
+        part.task = np.full(len(latencies), index, np.int32)
+        parts.append(part)
+    offsets = [np.zeros(1, np.int64)]
+    total = 0
+    for part in parts:
+        offsets.append(part.offsets[1:] + total)
+        total += part.offsets[-1]
+    cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
+    names = [f"task{i}" for i in range(len(parts))]
+    return replace(parts[0], record_id=np.arange(sum(len(p) for p in parts), dtype=np.uint64), hardware=cat("hardware"),
+                   task=cat("task"), op_kind=cat("op_kind"), op_args=cat("op_args"), flops=cat("flops"),
+                   latency=cat("latency"), error_no=cat("error_no"), offsets=np.concatenate(offsets),
+                   kinds=cat("kinds"), cats=cat("cats"), args=cat("args"), task_ids=names, workload_keys=names)

@@ -24,8 +24,8 @@ import numpy as np
 from .. import tokens
 from ..hardware.registry import HardwareSpec
 from ..models.base import CostModel, FitOptions
-from .convert import measured_dataset, operator_of, programs_dataset
-from .online_trees import TaskTrees
+from .convert import operator_of, programs_dataset, run_dataset
+from .online_trees import RunTrees, TaskTrees
 from .trace_text import trace_tokens
 
 log = logging.getLogger("crosstune.tvm.costmodel")
@@ -74,9 +74,11 @@ def search_scores(raw: np.ndarray, centre: float, spread: float) -> np.ndarray:
     return logistic(standardised(raw, centre, spread))
 
 
-def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: int = 0, online_trees: bool = False):
+def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: int = 0, online_trees: bool = False,
+                    run_trees: bool = False):
     """A ``PyCostModel`` subclass instance wrapping ``model`` (TVM imported lazily); with ``online_trees``
-    its scores are blended with per-task trees fitted on the run's measurements (``online_trees``)."""
+    its scores are blended with per-task trees fitted on the run's measurements, with ``run_trees`` with one
+    tree ranker fitted on all of them (``online_trees.py``)."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
@@ -93,7 +95,10 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             # task -> ((centre, spread) of the model's scores, of the trees' or None): fixed from a task's
             # first batch until a model changes, because the search compares a round's batches in one heap
             self.score_scales: dict[int, tuple] = {}
-            self.trees = TaskTrees(hardware, self.measured) if online_trees else None
+            if online_trees and run_trees:
+                raise ValueError("online_trees and run_trees: choose one")
+            self.trees = (TaskTrees(hardware, self.measured) if online_trees
+                          else RunTrees(hardware, self.measured) if run_trees else None)
             self.tree_seconds = 0.0  # fitting the trees: in the tuning timeline like fine-tuning
             self.new_since_fine_tune = 0
             self.failures = 0
@@ -165,8 +170,8 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
                     started = time.perf_counter()
                     try:
                         self.trees.refit(task)
-                    finally:
-                        self.score_scales.pop(task, None)  # the trees changed: scale afresh
+                    finally:  # the trees changed: scale afresh
+                        self.score_scales.clear() if self.trees.shared else self.score_scales.pop(task, None)
                         self.tree_seconds += time.perf_counter() - started
                 if self.fine_tune_every and self.new_since_fine_tune >= self.fine_tune_every:
                     started = time.perf_counter()
@@ -184,33 +189,10 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
         def _fine_tune(self) -> None:
             if not getattr(self.model, "warm_starts", False):
                 return
-            parts = []
-            for task_index, (operator, token_lists, latencies) in enumerate(self.measured.values()):  # all so far
-                part = measured_dataset(token_lists, latencies, operator, self.hardware)
-                part.task = np.full(len(latencies), task_index, np.int32)
-                parts.append(part)
-            data = _concat(parts)
-            data.task_ids = [f"task{i}" for i in range(len(parts))]
-            data.workload_keys = data.task_ids
+            data = run_dataset(self.measured, self.hardware)  # all measured so far
             # One short epoch at a quarter of the model's rate, as an option of this fit: the model's
             # own training settings are not touched.
             self.model.fit(data, None, FitOptions(progress=False, warm_start=True, epochs=1,
                                                   lr=self.model.train_config.lr / 4))
 
     return CrosstuneCostModel()
-
-
-def _concat(parts):
-    from dataclasses import replace
-
-    first = parts[0]
-    offsets = [np.zeros(1, np.int64)]
-    total = 0
-    for part in parts:
-        offsets.append(part.offsets[1:] + total)
-        total += part.offsets[-1]
-    cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
-    return replace(first, record_id=np.arange(sum(len(p) for p in parts), dtype=np.uint64), hardware=cat("hardware"),
-                   task=cat("task"), op_kind=cat("op_kind"), op_args=cat("op_args"), flops=cat("flops"),
-                   latency=cat("latency"), error_no=cat("error_no"), offsets=np.concatenate(offsets),
-                   kinds=cat("kinds"), cats=cat("cats"), args=cat("args"))

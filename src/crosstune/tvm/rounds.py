@@ -32,7 +32,7 @@ from .collect import repair_database_file
 from .convert import plain
 
 HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop", "light-first-round",
-                      "online-trees", "light-search")
+                      "online-trees", "light-search", "run-trees")
 # The default leaves small-first-round out: on ResNet-18 (local-avx512-2c) its 16-program first rounds gave a
 # first estimate 105% above XGBoost's final and reached within 5% of it after 1,068 trials; with full
 # 64-program first rounds the pre-trained model's first estimate was 12% above, and the arm beat XGBoost's
@@ -307,7 +307,8 @@ class Arm:
         if note:
             self.print(note)
         adapter = make_cost_model(model, hardware, self.settings.fine_tune_every,
-                                  online_trees="online-trees" in self.settings.head_start)
+                                  online_trees="online-trees" in self.settings.head_start,
+                                  run_trees="run-trees" in self.settings.head_start)
         return adapter, adapter, model
 
     def _save_cost_model(self) -> None:

@@ -74,6 +74,8 @@ class CompareSettings:
         bad = [o for o in self.head_start if o not in HEAD_START_OPTIONS]
         if bad:
             raise CrosstuneError(f"--head-start: unknown {', '.join(bad)}; choose from {', '.join(HEAD_START_OPTIONS)} or none")
+        if {"online-trees", "run-trees"} <= set(self.head_start):
+            raise CrosstuneError("--head-start: online-trees (a ranker per task) and run-trees (one for the run): choose one")
 
 
 def crosstune_arm_name(head_start: list[str], search: SearchSettings | None = None) -> str:
