@@ -314,54 +314,6 @@ def test_online_trees_are_fitted_on_a_tasks_measurements_and_blended_into_its_sc
     assert not np.array_equal(np.argsort(blended), np.argsort(alone))
 
 
-def test_run_trees_learn_from_every_task_and_score_one_with_nothing_measured(ms_model, tmp_path):
-    import tvm
-    from tvm.s_tir import meta_schedule as ms
-    from tvm_ffi import structural_hash
-
-    from crosstune.hardware.local import local_configurations
-    from crosstune.tvm.convert import operator_of, programs_dataset
-    from crosstune.tvm.costmodel import make_cost_model
-    from crosstune.tvm.measure import make_builder, make_runner, target_of
-    from crosstune.tvm.online_trees import BLEND_TRIALS, RunTrees
-    from crosstune.tvm.trace_text import trace_tokens
-
-    config = local_configurations()["local-sse-1c"]
-    adapter = make_cost_model(ms_model, config.spec, run_trees=True)
-    mods = _two_task_mods()
-    contexts = [ms.TuneContext(mod, target=target_of(config), space_generator="post-order-apply",
-                               search_strategy=ms.search_strategy.EvolutionarySearch(
-                                   population_size=32, init_min_unmeasured=16, genetic_num_iters=1),
-                               task_name=f"task{i}", rand_state=i + 1, num_threads=1) for i, mod in enumerate(mods)]
-    database = ms.database.MemoryDatabase()
-    ms.tune_tasks(tasks=contexts, task_weights=[1.0, 1.0], work_dir=str(tmp_path), max_trials_global=32,
-                  num_trials_per_iter=8, builder=make_builder(), runner=make_runner(config),
-                  database=database, cost_model=adapter)
-    trees = adapter.trees
-    assert adapter.failures == 0 and len(trees.measured) == 2  # both tasks' measurements in one store
-    assert trees.fits >= 1 and adapter.tree_seconds > 0 and trees.fitted_on >= 8
-    assert trees.weight(0) == trees.weight(1) == trees.fitted_on / (trees.fitted_on + BLEND_TRIALS)
-
-    # ranked programs of the second task by trees fitted on the first task's measurements only
-    first, second = (int(structural_hash(mod)) for mod in mods)
-    alone = RunTrees(config.spec, {first: trees.measured[first]})
-    alone.refit(first)
-    records = [r for r in database.get_all_tuning_records() if int(structural_hash(r.workload.mod)) == second]
-    programs = programs_dataset([trace_tokens(r.trace) for r in records], operator_of(mods[1]), config.spec)
-    assert alone.weight(second) > 0 and np.all(np.isfinite(alone.predict(second, programs)))
-
-    # the blend over the second task's measured programs: in (0, 1), and not the model's order alone
-    candidates = []
-    for record in records:
-        sch = tvm.s_tir.Schedule(mods[1])
-        record.trace.apply_to_schedule(sch, remove_postproc=False)
-        candidates.append(ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_prim_func(mods[1]["main"])))
-    blended = adapter.predict(contexts[1], candidates)
-    plain = make_cost_model(ms_model, config.spec).predict(contexts[1], candidates)
-    assert adapter.failures == 0 and np.all((blended > 0) & (blended < 1))
-    assert not np.array_equal(np.argsort(blended), np.argsort(plain))
-
-
 def test_collect_resumed_in_a_new_process_imports_again(collected):
     """A new process measures this machine afresh; the import must still accept the configurations."""
     out, settings, _ = collected
@@ -662,8 +614,7 @@ def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
     from crosstune.tvm.tune_compare import crosstune_arm_name
 
     assert crosstune_arm_name(list(reversed(HEAD_START_OPTIONS[:4]))) == "crosstune"
-    assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == \
-        "crosstune-with-light-first-round+online-trees+light-search+run-trees"
+    assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == "crosstune-with-light-first-round+online-trees+light-search"
     assert crosstune_arm_name([]) == "crosstune-none"
     assert crosstune_arm_name(["early-stop", "small-first-round"]) == "crosstune-small-first-round+early-stop"
     assert crosstune_arm_name(["early-stop", "weighted-rounds", "one-program-tasks"]) == "crosstune-without-small-first-round"
@@ -702,7 +653,7 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     out = tmp_path / "run"
     command = [sys.executable, "-m", "crosstune", "tune-compare", "--network", "resnet18", "--hardware-config",
                "local-avx2-2c", "--trials", "7", "--round-trials", "3", "--first-round-trials", "2",
-               "--chunk-trials", "3", "--fine-tune-every", "2", "--epochs", "1", "--tasks", "mean,max_pool2d,fused_batch_norm_relu",
+               "--chunk-trials", "3", "--fine-tune-every", "2", "--fine-tune-epochs", "2", "--epochs", "1", "--tasks", "mean,max_pool2d,fused_batch_norm_relu",
                "--population", "16", "--genetic-iters", "1", "--skip-end-to-end", "--out", str(out),
                # the first four options, small-first-round too (off by default), and light-search: the one-program
                # task's round then searches a handful of samples
@@ -779,3 +730,9 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     assert [t["stopped"] for t in ours["tasks"] if t["name"] == "fused_batch_norm_relu"] == ["its one program is measured"]
     assert ours["cost_model_seconds"]["fine_tunes"] >= 1 and ours["cost_model_seconds"]["failures"] == 0
     assert ours["cost_model_seconds"]["fine_tune"] > 0
+    # the fine-tune schedule is the crosstune arm's setting; the baseline's saved settings do not name it
+    # (arms saved before it existed resume)
+    saved = {name: json.loads((out / name / "state.json").read_text())["settings"] for name in runs}
+    assert saved["crosstune-with-light-search"]["fine_tune_epochs"] == 2 and "fine_tune_epochs" not in saved["xgb"]
+    tuned = json.loads((out / "crosstune-with-light-search" / "tuned-model" / "config.json").read_text())
+    assert len(tuned["history"]["fine_tune"]["epochs"]) == 2  # the last fine-tune ran two epochs

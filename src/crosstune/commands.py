@@ -616,6 +616,9 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--epochs", type=POSITIVE_INT, default=8, help="pre-training epochs of crossfeat")
     p.add_argument("--fine-tune-every", type=COUNT, default=64,
                    help="fine-tune the crosstune model on the run's own measurements every N of them (0: never)")
+    p.add_argument("--fine-tune-epochs", type=POSITIVE_INT, default=1, help="epochs of each of those fine-tunes")
+    p.add_argument("--fine-tune-lr-scale", type=float, default=0.25,
+                   help="their learning rate, as a fraction of the model's own")
     p.add_argument("--head-start", default=",".join(DEFAULT_HEAD_START),
                    help="the crosstune arm's options, of " + ",".join(HEAD_START_OPTIONS) + ", or none: "
                         "16 programs in a task's first round (off by default: it measured slower to XGBoost's "
@@ -623,8 +626,7 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
                         "rounds to the tasks that weigh most; stop a task when the model sees little left to gain; "
                         "16 programs in the first round of a task under 2%% of the network's FLOPs (on by default); "
                         "blend the model's scores with per-task trees fitted on the run's own measurements "
-                        "(online-trees, off by default), or with one tree ranker fitted on all of them, which scores a task "
-                        "before any of its programs is measured (run-trees, off by default); search 4 samples for a one-program task and half the "
+                        "(online-trees, off by default); search 4 samples for a one-program task and half the "
                         "population and iterations for a light task's first round (light-search)")
     p.add_argument("--first-round-trials", type=POSITIVE_INT, default=16,
                    help="first round of a task with small-first-round, or of a light task with light-first-round")
@@ -656,7 +658,8 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
             args.network, args.hardware_config, Path(args.out), trials=args.trials,
             until_converged=args.until_converged, max_trials=args.max_trials, chunk_trials=args.chunk_trials,
             arms=split_list(args.arms), model=args.model, datasets=args.dataset or [str(bundled_dataset())],
-            epochs=args.epochs, fine_tune_every=args.fine_tune_every, head_start=head_start,
+            epochs=args.epochs, fine_tune_every=args.fine_tune_every, fine_tune_epochs=args.fine_tune_epochs,
+            fine_tune_lr_scale=args.fine_tune_lr_scale, head_start=head_start,
             first_round_trials=args.first_round_trials, round_trials=args.round_trials,
             tasks=split_list(args.tasks) if args.tasks else None,
             search=_search_settings(args.population, args.genetic_iters),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from .. import tokens
 from ..hardware.registry import HardwareSpec
 from ..models.base import CostModel, FitOptions
 from .convert import operator_of, programs_dataset, run_dataset
-from .online_trees import RunTrees, TaskTrees
+from .online_trees import TaskTrees
 from .trace_text import trace_tokens
 
 log = logging.getLogger("crosstune.tvm.costmodel")
@@ -46,6 +47,17 @@ def scoring_descriptor(model: CostModel, config_name: str, here: HardwareSpec) -
         return here, (f"{config_name}: the model's descriptor of that name is another CPU ({trained.vendor} "
                       f"{trained.arch}); this one ({here.vendor} {here.arch}) is scored as unseen hardware")
     return trained, f"{config_name}: using the descriptor the model was trained with"
+
+
+@dataclass(frozen=True)
+class FineTune:
+    """How the tuner fine-tunes the model on the run's measurements: epochs per fine-tune, and the learning
+    rate as a fraction of the model's own. The default, one short epoch at a quarter of the rate, is the one
+    every tuning figure before session 35 used; offline it teaches crossfeat little of the tuning machine
+    (docs/BENCHMARKS.md, "What the tuning machine's own measurements teach")."""
+
+    epochs: int = 1
+    lr_scale: float = 0.25
 
 
 NEUTRAL_SCORE = 0.5  # every candidate alike: parents drawn uniformly (all zeros would make the first the only one)
@@ -75,10 +87,10 @@ def search_scores(raw: np.ndarray, centre: float, spread: float) -> np.ndarray:
 
 
 def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: int = 0, online_trees: bool = False,
-                    run_trees: bool = False):
+                    fine_tune: FineTune | None = None):
     """A ``PyCostModel`` subclass instance wrapping ``model`` (TVM imported lazily); with ``online_trees``
-    its scores are blended with per-task trees fitted on the run's measurements, with ``run_trees`` with one
-    tree ranker fitted on all of them (``online_trees.py``)."""
+    its scores are blended with per-task trees fitted on the run's measurements (``online_trees``); every
+    ``fine_tune_every`` measurements it is fine-tuned on all of them, as ``fine_tune`` says."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
@@ -95,10 +107,8 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             # task -> ((centre, spread) of the model's scores, of the trees' or None): fixed from a task's
             # first batch until a model changes, because the search compares a round's batches in one heap
             self.score_scales: dict[int, tuple] = {}
-            if online_trees and run_trees:
-                raise ValueError("online_trees and run_trees: choose one")
-            self.trees = (TaskTrees(hardware, self.measured) if online_trees
-                          else RunTrees(hardware, self.measured) if run_trees else None)
+            self.trees = TaskTrees(hardware, self.measured) if online_trees else None
+            self.fine_tune = fine_tune or FineTune()
             self.tree_seconds = 0.0  # fitting the trees: in the tuning timeline like fine-tuning
             self.new_since_fine_tune = 0
             self.failures = 0
@@ -170,8 +180,8 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
                     started = time.perf_counter()
                     try:
                         self.trees.refit(task)
-                    finally:  # the trees changed: scale afresh
-                        self.score_scales.clear() if self.trees.shared else self.score_scales.pop(task, None)
+                    finally:
+                        self.score_scales.pop(task, None)  # the trees changed: scale afresh
                         self.tree_seconds += time.perf_counter() - started
                 if self.fine_tune_every and self.new_since_fine_tune >= self.fine_tune_every:
                     started = time.perf_counter()
@@ -190,9 +200,8 @@ def make_cost_model(model: CostModel, hardware: HardwareSpec, fine_tune_every: i
             if not getattr(self.model, "warm_starts", False):
                 return
             data = run_dataset(self.measured, self.hardware)  # all measured so far
-            # One short epoch at a quarter of the model's rate, as an option of this fit: the model's
-            # own training settings are not touched.
-            self.model.fit(data, None, FitOptions(progress=False, warm_start=True, epochs=1,
-                                                  lr=self.model.train_config.lr / 4))
+            # The schedule is an option of this fit: the model's own training settings are not touched.
+            self.model.fit(data, None, FitOptions(progress=False, warm_start=True, epochs=self.fine_tune.epochs,
+                                                  lr=self.model.train_config.lr * self.fine_tune.lr_scale))
 
     return CrosstuneCostModel()

@@ -32,7 +32,7 @@ from .collect import repair_database_file
 from .convert import plain
 
 HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop", "light-first-round",
-                      "online-trees", "light-search", "run-trees")
+                      "online-trees", "light-search")
 # The default leaves small-first-round out: on ResNet-18 (local-avx512-2c) its 16-program first rounds gave a
 # first estimate 105% above XGBoost's final and reached within 5% of it after 1,068 trials; with full
 # 64-program first rounds the pre-trained model's first estimate was 12% above, and the arm beat XGBoost's
@@ -103,9 +103,16 @@ class ArmSettings:
     fine_tune_every: int = 0
     seed: int = 0
     search: SearchSettings = field(default_factory=SearchSettings)
+    # added in session 35: written only when not at their defaults, so that the arms saved before resume
+    fine_tune_epochs: int = 1
+    fine_tune_lr_scale: float = 0.25
 
     def to_json(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        for name in ("fine_tune_epochs", "fine_tune_lr_scale"):
+            if data[name] == getattr(ArmSettings, name):
+                del data[name]
+        return data
 
 
 def this_machine() -> str:
@@ -299,7 +306,7 @@ class Arm:
                 cost_model.load(str(saved))  # its training data so far, so a restart does not start cold
             return cost_model, None, None
         from ..models import load_model
-        from .costmodel import make_cost_model, scoring_descriptor
+        from .costmodel import FineTune, make_cost_model, scoring_descriptor
 
         tuned = self.dir / "tuned-model"
         model = load_model(tuned if tuned.is_dir() else spec)
@@ -308,7 +315,7 @@ class Arm:
             self.print(note)
         adapter = make_cost_model(model, hardware, self.settings.fine_tune_every,
                                   online_trees="online-trees" in self.settings.head_start,
-                                  run_trees="run-trees" in self.settings.head_start)
+                                  fine_tune=FineTune(self.settings.fine_tune_epochs, self.settings.fine_tune_lr_scale))
         return adapter, adapter, model
 
     def _save_cost_model(self) -> None:

@@ -47,6 +47,8 @@ class CompareSettings:
     datasets: list[str] = field(default_factory=list)
     epochs: int = 8
     fine_tune_every: int = 64
+    fine_tune_epochs: int = 1
+    fine_tune_lr_scale: float = 0.25
     head_start: list[str] = field(default_factory=lambda: list(DEFAULT_HEAD_START))
     first_round_trials: int = 16
     round_trials: int = 64
@@ -74,8 +76,8 @@ class CompareSettings:
         bad = [o for o in self.head_start if o not in HEAD_START_OPTIONS]
         if bad:
             raise CrosstuneError(f"--head-start: unknown {', '.join(bad)}; choose from {', '.join(HEAD_START_OPTIONS)} or none")
-        if {"online-trees", "run-trees"} <= set(self.head_start):
-            raise CrosstuneError("--head-start: online-trees (a ranker per task) and run-trees (one for the run): choose one")
+        if self.fine_tune_epochs < 1 or not self.fine_tune_lr_scale > 0:
+            raise CrosstuneError("--fine-tune-epochs must be at least 1 and --fine-tune-lr-scale above 0")
 
 
 def crosstune_arm_name(head_start: list[str], search: SearchSettings | None = None) -> str:
@@ -271,7 +273,9 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
     def arm(name: str, cost_model: str, head_start: list[str], fine_tune_every: int,
             search: SearchSettings) -> Arm:
         settings = ArmSettings(name, cost_model, s.network, s.hardware_config, names, s.round_trials,
-                               s.first_round_trials, sorted(head_start), fine_tune_every, s.seed, search)
+                               s.first_round_trials, sorted(head_start), fine_tune_every, s.seed, search,
+                               **({"fine_tune_epochs": s.fine_tune_epochs, "fine_tune_lr_scale": s.fine_tune_lr_scale}
+                                  if fine_tune_every else {}))
         def contexts_with(search: SearchSettings):
             strategy = ms.search_strategy.EvolutionarySearch(population_size=search.population_size,
                                                              init_min_unmeasured=search.init_min_unmeasured,
