@@ -690,6 +690,11 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     assert "re-using the pre-trained crossfeat" in again.stdout  # trained before the kill, not again
     pretrain = json.loads((out / "pretrain.json").read_text())
     assert pretrain["process"] == "child" and pretrain["records"] > 0 and (out / "crossfeat-model").is_dir()
+    at = command.index("--epochs") + 1  # the kept model is not handed to a run that asks for another one
+    other = subprocess.run([*command[:at], "2", *command[at + 1:], "--resume"], capture_output=True, text=True,
+                           timeout=900)
+    assert other.returncode == 2 and "pre-trained with other settings than --epochs 2 (it used 1)" in other.stderr
+    assert "Traceback" not in other.stderr
     assert "crosstune-with-light-search: tuning with the baseline's budget of 7 trials" in again.stdout
     assert "reach xgb final" in again.stdout  # the table
     report = json.loads((out / "tune-compare.json").read_text())

@@ -120,6 +120,13 @@ def _pretrained_model(s: CompareSettings, print_fn) -> tuple[str, dict]:
     info_path = s.out / "pretrain.json"
     if model_dir.is_dir() and info_path.is_file():
         info = json.loads(info_path.read_text())
+        asked = {"epochs": s.epochs, "seed": s.seed}
+        # an older pretrain.json has no seed: it was trained with the run's seed, which resume checks elsewhere
+        differ = [f"--{name} {value} (it used {info[name]})" for name, value in asked.items()
+                  if name in info and info[name] != value]
+        if differ:
+            raise CrosstuneError(f"{model_dir} was pre-trained with other settings than {', '.join(differ)}; "
+                                 f"give the same options, or another --out")
         print_fn(f"re-using the pre-trained crossfeat in {model_dir} ({info['seconds']:.0f} s to train)")
         return str(model_dir), info
     # In a child process, so that the tuning arms start with none of the training's threads and memory:
@@ -150,7 +157,7 @@ def pretrain_crossfeat(datasets: list[str], hardware_config: str, epochs: int, s
     model, seconds = fit_model("crossfeat", source, TrainConfig(epochs=epochs, seed=seed))
     model.save(Path(model_dir))  # written as a unit
     return {"model": model_dir, "pretrained_here": True, "pretrained_on": others, "records": len(source),
-            "epochs": epochs, "seconds": seconds, "process": "child"}
+            "epochs": epochs, "seed": seed, "seconds": seconds, "process": "child"}
 
 
 COMPILED_NOTE = (f"every arm compiled in one fresh process after tuning and timed in "
