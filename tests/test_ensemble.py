@@ -17,10 +17,8 @@ pytestmark = pytest.mark.slow  # trains two crossfeat members
 
 
 @pytest.fixture(scope="module")
-def tiny(small_dataset):
-    ds = load_dataset([small_dataset])
-    rows = np.concatenate([np.flatnonzero(ds.group == g)[:100] for g in np.unique(ds.group)])
-    return ds.select(rows)
+def tiny(tiny_dataset):
+    return load_dataset([tiny_dataset])
 
 
 @pytest.fixture(scope="module")

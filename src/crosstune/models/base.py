@@ -93,6 +93,12 @@ class CostModel(ABC):
         return {"cropped_programs": int(np.count_nonzero(programs.seq_len > self.max_steps)),
                 "programs": len(programs), "max_steps": self.max_steps}
 
+    def _keep_history(self, history: dict, fine_tuned: bool) -> None:
+        """This fit's history as the model's; a fine-tune's goes beside the pre-training's."""
+        if fine_tuned:
+            history = {"pretrain": self.history.get("pretrain", self.history), "fine_tune": history}
+        self.history = history
+
     def _learn_hardware(self, train: Dataset, add: bool = False) -> None:
         """Remember the hardware that has records in ``train`` (``add``: next to what was seen before)."""
         from ..features import spec_vectors, training_hardware

@@ -89,10 +89,7 @@ class EnsembleModel(CostModel):
         # the training throughput counts all of them.
         history = {"members": len(histories),
                    "epochs": [{**epoch, "member": i} for i, h in enumerate(histories) for epoch in h.get("epochs", [])]}
-        if warm:
-            self.history = {"pretrain": self.history.get("pretrain", self.history), "fine_tune": history}
-        else:
-            self.history = history
+        self._keep_history(history, warm)
         return history
 
     def predict(self, programs: Dataset) -> np.ndarray:

@@ -74,10 +74,7 @@ class NeuralCostModel(CostModel):
         self.net, self.normalizer = trained.net, trained.normalizer
         self._learn_hardware(train, add=warm)
         history = {**trained.history, **self.cropped(train)}
-        if warm:
-            self.history = {"pretrain": self.history.get("pretrain", self.history), "fine_tune": history}
-        else:
-            self.history = history
+        self._keep_history(history, warm)
         return history
 
     def predict(self, programs: Dataset) -> np.ndarray:
