@@ -142,9 +142,9 @@ def _pretrained_model(s: CompareSettings, print_fn) -> tuple[str, dict]:
     return str(model_dir), info
 
 
-def pretrain_crossfeat(datasets: list[str], hardware_config: str, epochs: int, seed: int, model_dir: str) -> dict:
-    """Crossfeat trained on every configuration of the dataset but ``hardware_config`` (zero-shot for it),
-    saved to ``model_dir``; what was done, for pretrain.json."""
+def pretrain_crossfeat(datasets: list[str], hardware_config: str | None, epochs: int, seed: int, model_dir: str) -> dict:
+    """Crossfeat trained on every configuration of the dataset but ``hardware_config`` (zero-shot for it; None:
+    every configuration), saved to ``model_dir``; what was done, for pretrain.json."""
     from ..dataset import load_dataset
     from ..experiment import fit_model
     from ..train import TrainConfig
