@@ -642,6 +642,30 @@ def test_tune_compare_refuses_bad_options_with_one_line(capsys, tmp_path):
     assert not (tmp_path / "nothing-here").exists()  # the folder it claimed is removed again
     assert main([*common, "--out", "unused", "--report-only", "--overwrite"]) == 2
     assert "cannot be combined with --overwrite" in capsys.readouterr().err
+    assert main([*common, "--out", str(tmp_path / "m"), "--model", "M", "--pretrain-on", "all"]) == 2
+    assert "--model is already trained" in capsys.readouterr().err
+
+
+def test_tune_compare_says_whether_a_given_model_saw_the_tuned_configuration(tmp_path, tiny_dataset):
+    """--model: what it was trained on is read from its config.json, and the report's pretrain entry and
+    printed line say whether the run is zero-shot for the tuned configuration."""
+    from crosstune.dataset import load_dataset
+    from crosstune.experiment import fit_model
+    from crosstune.train import TrainConfig
+    from crosstune.tvm.tune_compare import CompareSettings, _pretrained_model
+
+    ds = load_dataset([str(tiny_dataset)])
+    model, _ = fit_model("crossfeat", ds, TrainConfig(epochs=1))
+    model.save(tmp_path / "m")
+    seen = sorted(ds.hardware_names)
+    lines = []
+    for config, zero_shot in ((seen[0], False), ("local-avx512-2c", True)):
+        settings = CompareSettings("resnet18", config, tmp_path / "run", model=str(tmp_path / "m"))
+        path, info = _pretrained_model(settings, lines.append)
+        assert path == str(tmp_path / "m") and info["pretrained_on"] == seen and info["zero_shot"] is zero_shot
+    assert lines[0].endswith("NOT zero-shot: " + seen[0] + "'s own records were in its training "
+                             "(a CPU other than the one that measured them is still unseen hardware)")
+    assert lines[1].endswith("; zero-shot for local-avx512-2c")
 
 
 def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tmp_path):
@@ -695,9 +719,14 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
                            timeout=900)
     assert other.returncode == 2 and "pre-trained with other settings than --epochs 2 (it used 1)" in other.stderr
     assert "Traceback" not in other.stderr
+    every = subprocess.run([*command, "--pretrain-on", "all", "--resume"], capture_output=True, text=True, timeout=900)
+    assert every.returncode == 2 and "than --pretrain-on all (it used others)" in every.stderr
+    assert "crosstune model " + str(out / "crossfeat-model") + ": trained on" in again.stdout
+    assert "; zero-shot for local-avx2-2c" in again.stdout
     assert "crosstune-with-light-search: tuning with the baseline's budget of 7 trials" in again.stdout
     assert "reach xgb final" in again.stdout  # the table
     report = json.loads((out / "tune-compare.json").read_text())
+    assert report["pretrain"]["zero_shot"] is True and "local-avx2-2c" not in report["pretrain"]["pretrained_on"]
     assert (out / "tune-compare-curve.png").stat().st_size > 10_000
     runs = report["runs"]
     assert list(runs) == ["xgb", "crosstune-with-light-search", "random"]

@@ -611,6 +611,10 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--arms", default="xgb,crosstune,random", help="comma-separated, of xgb,crosstune,random (xgb is the baseline)")
     p.add_argument("--model", default=None, metavar="DIR",
                    help="a pre-trained crosstune model (default: pre-train crossfeat on the dataset's other configurations)")
+    p.add_argument("--pretrain-on", choices=("others", "all"), default="others",
+                   help="without --model, pre-train on the dataset's other configurations (zero-shot for "
+                        "--hardware-config) or on all of them, its own records included (the report says "
+                        "NOT zero-shot)")
     p.add_argument("--dataset", nargs="+", type=split_list, action=ExtendList, default=None, metavar="DATASET",
                    help="pre-training data (default: the bundled dataset)")
     p.add_argument("--epochs", type=POSITIVE_INT, default=8, help="pre-training epochs of crossfeat")
@@ -658,6 +662,7 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
             args.network, args.hardware_config, Path(args.out), trials=args.trials,
             until_converged=args.until_converged, max_trials=args.max_trials, chunk_trials=args.chunk_trials,
             arms=split_list(args.arms), model=args.model, datasets=args.dataset or [str(bundled_dataset())],
+            pretrain_on=args.pretrain_on,
             epochs=args.epochs, fine_tune_every=args.fine_tune_every, fine_tune_epochs=args.fine_tune_epochs,
             fine_tune_lr_scale=args.fine_tune_lr_scale, head_start=head_start,
             first_round_trials=args.first_round_trials, round_trials=args.round_trials,

@@ -30,6 +30,7 @@ from .rounds import DEFAULT_HEAD_START, HEAD_START_OPTIONS, Arm, ArmSettings, Se
 from .tune import plot_curves
 
 ARMS = ("xgb", "crosstune", "random")
+PRETRAIN_ON = ("others", "all")
 WITHIN = 0.05  # "within 5% of the baseline's final latency"
 
 
@@ -45,6 +46,9 @@ class CompareSettings:
     arms: list[str] = field(default_factory=lambda: list(ARMS))
     model: str | None = None  # a pre-trained crosstune model; None: pre-train crossfeat here
     datasets: list[str] = field(default_factory=list)
+    # what tune-compare pre-trains crossfeat on: "others", every configuration but the tuned one (zero-shot),
+    # or "all", the tuned configuration's records too (measured on whatever CPU made the dataset)
+    pretrain_on: str = "others"
     epochs: int = 8
     fine_tune_every: int = 64
     fine_tune_epochs: int = 1
@@ -76,6 +80,10 @@ class CompareSettings:
         bad = [o for o in self.head_start if o not in HEAD_START_OPTIONS]
         if bad:
             raise CrosstuneError(f"--head-start: unknown {', '.join(bad)}; choose from {', '.join(HEAD_START_OPTIONS)} or none")
+        if self.pretrain_on not in PRETRAIN_ON:
+            raise CrosstuneError(f"--pretrain-on: choose from {', '.join(PRETRAIN_ON)}")
+        if self.model and self.pretrain_on != "others":
+            raise CrosstuneError("--pretrain-on chooses what tune-compare pre-trains; --model is already trained")
         if self.fine_tune_epochs < 1 or not self.fine_tune_lr_scale > 0:
             raise CrosstuneError("--fine-tune-epochs must be at least 1 and --fine-tune-lr-scale above 0")
 
@@ -113,33 +121,63 @@ def _select_tasks(extracted, names: list[str] | None):
 
 def _pretrained_model(s: CompareSettings, print_fn) -> tuple[str, dict]:
     """The crosstune model's directory and how it was made: --model, or crossfeat pre-trained on the
-    dataset's other configurations (kept in --out, so a rerun does not train again)."""
+    dataset's other configurations (or all of them, with --pretrain-on all), kept in --out so that a rerun
+    does not train again. Either way the info says whether the tuned configuration was in the training."""
     if s.model:
-        return s.model, {"model": s.model, "pretrained_here": False}
+        info = {"model": s.model, "pretrained_here": False, "pretrained_on": _hardware_seen(s.model)}
+    else:
+        info = _pretrain_here(s, print_fn)
+    seen = info["pretrained_on"]
+    info["zero_shot"] = None if not seen else s.hardware_config not in seen
+    print_fn(_zero_shot_line(s.hardware_config, info))
+    return info["model"], info
+
+
+def _hardware_seen(model_dir: str) -> list[str]:
+    """The hardware a saved model was trained on, as its config.json records it (none for a model that has
+    no hardware, e.g. random); read without loading the weights, which the crosstune arm does itself."""
+    from ..models.base import read_config
+
+    return sorted(read_config(model_dir).get("hardware_seen") or {})
+
+
+def _zero_shot_line(config_name: str, info: dict) -> str:
+    seen = info["pretrained_on"]
+    if info["zero_shot"] is None:
+        return f"crosstune model {info['model']}: it records no training hardware, so whether it saw {config_name} is not known"
+    what = (f"zero-shot for {config_name}" if info["zero_shot"] else
+            f"NOT zero-shot: {config_name}'s own records were in its training (a CPU other than the one "
+            f"that measured them is still unseen hardware)")
+    return f"crosstune model {info['model']}: trained on {', '.join(seen)}; {what}"
+
+
+def _pretrain_here(s: CompareSettings, print_fn) -> dict:
     model_dir = s.out / "crossfeat-model"
     info_path = s.out / "pretrain.json"
     if model_dir.is_dir() and info_path.is_file():
         info = json.loads(info_path.read_text())
-        asked = {"epochs": s.epochs, "seed": s.seed}
         # an older pretrain.json has no seed: it was trained with the run's seed, which resume checks elsewhere
-        differ = [f"--{name} {value} (it used {info[name]})" for name, value in asked.items()
-                  if name in info and info[name] != value]
+        used = {"epochs": info.get("epochs"), "seed": info.get("seed"),
+                "pretrain-on": "all" if s.hardware_config in info["pretrained_on"] else "others"}
+        asked = {"epochs": s.epochs, "seed": s.seed, "pretrain-on": s.pretrain_on}
+        differ = [f"--{name} {value} (it used {used[name]})" for name, value in asked.items()
+                  if used[name] is not None and used[name] != value]
         if differ:
             raise CrosstuneError(f"{model_dir} was pre-trained with other settings than {', '.join(differ)}; "
                                  f"give the same options, or another --out")
         print_fn(f"re-using the pre-trained crossfeat in {model_dir} ({info['seconds']:.0f} s to train)")
-        return str(model_dir), info
+        return info
     # In a child process, so that the tuning arms start with none of the training's threads and memory:
     # in session 30 the arms that started right after pre-training in this process read the speed probe
     # 1.5x slower than the xgb arm before them (docs/BENCHMARKS.md); the cause was not proven.
     spawn = multiprocessing.get_context("spawn")
+    held_out = s.hardware_config if s.pretrain_on == "others" else None
     with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
-        info = pool.submit(pretrain_crossfeat, s.datasets, s.hardware_config, s.epochs, s.seed,
-                           str(model_dir)).result()
+        info = pool.submit(pretrain_crossfeat, s.datasets, held_out, s.epochs, s.seed, str(model_dir)).result()
     atomic_write_text(info_path, json.dumps(info, indent=1))
     print_fn(f"pre-trained crossfeat on {', '.join(info['pretrained_on'])} ({info['records']} records) "
              f"in {info['seconds']:.0f} s")
-    return str(model_dir), info
+    return info
 
 
 def pretrain_crossfeat(datasets: list[str], hardware_config: str | None, epochs: int, seed: int, model_dir: str) -> dict:
@@ -439,6 +477,8 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
     print_fn(f"xgb's final estimated latency {summary['baseline_final_estimated_latency_ms']:.3f} ms after "
              f"{summary['budget_trials']} trials, {summary['baseline_tuning_seconds']:.0f} s "
              f"({summary['runs']['xgb']['stop_reason'] or 'stopped before its end'}); fractions are of that time")
+    if summary["pretrain"]:
+        print_fn(_zero_shot_line(s.hardware_config, summary["pretrain"]))
     machines = {name: r["machines"] for name, r in summary["runs"].items() if r["machines"]}  # recorded since 2026-12-02
     if len({tuple(m) for m in machines.values()}) > 1:
         print_fn("the arms were tuned on different machines, so their times do not compare: "
