@@ -157,8 +157,8 @@ def _pretrain_here(s: CompareSettings, print_fn) -> dict:
     if model_dir.is_dir() and info_path.is_file():
         info = json.loads(info_path.read_text())
         # an older pretrain.json has no seed: it was trained with the run's seed, which resume checks elsewhere
-        used = {"epochs": info.get("epochs"), "seed": info.get("seed"),
-                "pretrain-on": "all" if s.hardware_config in info["pretrained_on"] else "others"}
+        # pretrain.json records --pretrain-on since session 37; before, it was always "others"
+        used = {"epochs": info.get("epochs"), "seed": info.get("seed"), "pretrain-on": info.get("pretrain_on", "others")}
         asked = {"epochs": s.epochs, "seed": s.seed, "pretrain-on": s.pretrain_on}
         differ = [f"--{name} {value} (it used {used[name]})" for name, value in asked.items()
                   if used[name] is not None and used[name] != value]
@@ -174,6 +174,7 @@ def _pretrain_here(s: CompareSettings, print_fn) -> dict:
     held_out = s.hardware_config if s.pretrain_on == "others" else None
     with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
         info = pool.submit(pretrain_crossfeat, s.datasets, held_out, s.epochs, s.seed, str(model_dir)).result()
+    info["pretrain_on"] = s.pretrain_on
     atomic_write_text(info_path, json.dumps(info, indent=1))
     print_fn(f"pre-trained crossfeat on {', '.join(info['pretrained_on'])} ({info['records']} records) "
              f"in {info['seconds']:.0f} s")
