@@ -1,9 +1,9 @@
 """Pre-train crossfeat the way ``crosstune tune-compare`` does, on chosen data, for its ``--model``.
 
-tune-compare pre-trains on every configuration of the bundled dataset but the one it tunes (zero-shot). This
-trains the same recipe on other data: more datasets (the AutoTVM logs of other CPUs), or every configuration,
-the tuned one included (``--hold-out`` left out; then the run is not zero-shot for the configuration, only for
-a CPU the data did not measure).
+tune-compare pre-trains into its own --out, on every configuration but the one it tunes (zero-shot) or, with
+``--pretrain-on all``, on every one. This trains the same recipe once, outside any run, so that several runs
+can share one model, on any data: more datasets (the AutoTVM logs of other CPUs), or every configuration,
+the tuned one included (``--hold-out`` left out; the report then says the run is not zero-shot).
 
     python benchmarks/pretrain_for_tuner.py src/crosstune/data/local-cpu X86 --hold-out local-avx512-2c --out M
     python benchmarks/pretrain_for_tuner.py src/crosstune/data/local-cpu --out M
