@@ -38,13 +38,22 @@ def tunable_curve(state: dict, one_program: set[str]):
             yield point["seconds"], point["trials"], sum(tasks[n]["weight"] * best[n] * 1e3 for n in tunable)
 
 
+def read_state(path: Path) -> dict:
+    try:
+        state = json.loads(path.read_text())
+        state["tasks"], state["curve"]  # noqa: B018 - what this script reads
+        return state
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise SystemExit(f"{path}: not an arm's state.json ({err})") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("xgb_state", type=Path)
     parser.add_argument("arm_states", type=Path, nargs="+")
     args = parser.parse_args()
-    xgb = json.loads(args.xgb_state.read_text())
-    arms = [(path.parent.name, json.loads(path.read_text())) for path in args.arm_states]
+    xgb = read_state(args.xgb_state)
+    arms = [(path.parent.name, read_state(path)) for path in args.arm_states]
     one_program = {t["name"] for t in arms[0][1]["tasks"] if t["stopped"] and "one program" in t["stopped"]}
     if not one_program:
         raise SystemExit(f"{args.arm_states[0]}: no task stopped as a one-program task (run without one-program-tasks?)")
