@@ -7,6 +7,8 @@ the tuned one included (``--hold-out`` left out; the report then says the run is
 
     python benchmarks/pretrain_for_tuner.py src/crosstune/data/local-cpu X86 --hold-out local-avx512-2c --out M
     python benchmarks/pretrain_for_tuner.py src/crosstune/data/local-cpu --out M
+    python benchmarks/pretrain_for_tuner.py src/crosstune/data/local-cpu --hold-out local-avx512-2c \
+        --arch lane_features=true --out M-lanes
 
 Prints what was trained (tune-compare's pretrain.json) and writes it beside the model as M.pretrain.json.
 """
@@ -18,6 +20,7 @@ import json
 from pathlib import Path
 
 from crosstune.atomic import write_text as atomic_write_text
+from crosstune.commands import parse_settings
 from crosstune.errors import CrosstuneError
 from crosstune.tvm.tune_compare import pretrain_crossfeat
 
@@ -28,11 +31,13 @@ def main() -> None:
     parser.add_argument("--hold-out", metavar="CONFIG", help="hardware left out of the training (default: none)")
     parser.add_argument("--epochs", type=int, default=8, help="tune-compare's default (8)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--arch", type=parse_settings, default={}, metavar="NAME=VALUE,...",
+                        help="crossfeat settings other than its defaults, e.g. lane_features=true")
     parser.add_argument("--out", type=Path, required=True, metavar="MODEL_DIR")
     args = parser.parse_args()
     # no configuration is named None, so without --hold-out every one is trained on
     try:
-        info = pretrain_crossfeat(args.datasets, args.hold_out, args.epochs, args.seed, str(args.out))
+        info = pretrain_crossfeat(args.datasets, args.hold_out, args.epochs, args.seed, str(args.out), args.arch)
     except CrosstuneError as error:
         raise SystemExit(f"error: {error}") from None
     text = json.dumps(info, indent=1)

@@ -333,11 +333,54 @@ def test_factor_twos_count_powers_of_two_of_whole_factors_only():
     assert factor_twos(np.array([tokens.KIND_ID["fuse"]]), fused, identity).tolist() == [[0] * tokens.NUM_ARGS]
 
 
+def test_lane_channels_place_each_factor_against_its_own_machines_vector_width():
+    from crosstune import tokens
+    from crosstune.features import LANE_CHANNELS, factor_twos, lane_channels
+
+    n_kinds = len(tokens.KINDS)
+    identity = Normalizer(np.zeros((n_kinds, tokens.NUM_ARGS), np.float32), np.ones((n_kinds, tokens.NUM_ARGS), np.float32),
+                          np.zeros(1), np.ones(1), np.zeros(1), np.ones(1), np.ones(n_kinds, bool))
+    split = tokens.split_args(0.0, 0.0, 512, [1, 8, 16, 6], 5)  # inner factors 1, 8, 16, 6
+    args = np.array([[split, split]], np.float32).repeat(2, axis=0)  # (rows, width, NUM_ARGS)
+    kinds = np.full((2, 2), tokens.KIND_ID["split"])
+    kinds[:, 1] = tokens.KIND_ID["parallel"]  # a parallel extent is no vector: no lane features
+    twos = factor_twos(kinds, args, identity)
+    sse, avx512 = 2.0, 4.0  # log2 of 4 and of 16 float32 lanes
+    lanes = lane_channels(kinds, args, twos, np.array([sse, avx512], np.float32), identity)
+    assert lanes.shape == (2, 2, LANE_CHANNELS) and lanes.dtype == np.float32
+    distance, multiple = lanes[..., :tokens.NUM_ARGS], lanes[..., tokens.NUM_ARGS:]
+    factors = slice(4, 8)  # the log2_f0..f3 slots; stage, iter, extent and n_parts get none
+    assert not distance[:, 0, :4].any() and not multiple[:, 0, :4].any()
+    assert np.allclose(distance[0, 0, factors], [0, (3 - 2) / 4, (4 - 2) / 4, (np.log2(6) - 2) / 4])
+    assert np.allclose(distance[1, 0, factors], [0, (3 - 4) / 4, 0, (np.log2(6) - 4) / 4])
+    assert multiple[0, 0, factors].tolist() == [0, 1, 1, 0]  # 8 and 16 fill SSE's 4 lanes; 6 does not
+    assert multiple[1, 0, factors].tolist() == [0, 0, 1, 0]  # only 16 fills AVX-512's 16
+    assert not lanes[:, 1].any()  # the parallel token
+
+
+def test_crossfeat_lane_features_act_survive_saving_and_stay_the_rows_own(tiny, split, tmp_path):
+    from crosstune.features import featurize
+
+    model = create_model("crossfeat", TrainConfig(epochs=1, architecture={"lane_features": True}))
+    model.fit(tiny.select(split[0].train))
+    model.save(tmp_path / "lanes")
+    loaded = load_model(tmp_path / "lanes")
+    assert loaded.config.lane_features is True
+    programs = tiny.select(split[0].test[:64])
+    assert np.allclose(loaded.predict(programs), model.predict(programs), atol=1e-5)
+    feats = featurize(programs, model.normalizer)
+    assert np.array_equal(feats.on_hardware(feats.hw[0]).log2_lanes, feats.log2_lanes)  # a token swap keeps them
+    wider = featurize(programs, model.normalizer)
+    wider.log2_lanes = wider.log2_lanes + 3.0  # the same programs on a machine with 8x the lanes
+    assert not np.allclose(model.predict_features(wider), model.predict_features(feats))  # the feature acts
+
+
 def test_crossfeat_saved_before_the_program_reading_settings_loads_as_trained(tiny, split, tmp_path):
     """A model directory written before flat_tokens / category_scaled_args / factor_twos / unseen_hardware
     existed has none of them in its config: it loads with them off, or with its own hardware token for an
     unseen machine (how it was trained and evaluated), whatever today's default."""
-    off = {"flat_tokens": 0, "category_scaled_args": False, "factor_twos": False, "unseen_hardware": "own"}
+    off = {"flat_tokens": 0, "category_scaled_args": False, "factor_twos": False, "unseen_hardware": "own",
+           "lane_features": False}
     model = create_model("crossfeat", TrainConfig(epochs=1, architecture={"factor_twos": False, "unseen_hardware": "own"}))
     model.fit(tiny.select(split[0].train))
     model.save(tmp_path / "old")

@@ -110,6 +110,9 @@ class Features:
     unseen_kind_tokens: int
     nonfinite_values: int
     normalizer: "Normalizer | None" = None  # what ``args`` were normalised with (to recover raw values)
+    # float32 (n,): log2 of the fp32 vector lanes of each row's own machine (see lane_channels); kept as it
+    # is by on_hardware, which swaps the hardware token only
+    log2_lanes: np.ndarray | None = None
     _twos: np.ndarray | None = field(default=None, repr=False)  # cache of padded_twos
 
     def __len__(self) -> int:
@@ -148,6 +151,12 @@ class Features:
             self._twos = factor_twos(self.kinds, self.args, self.normalizer)
         return self._twos
 
+    def padded_lanes(self, rows: np.ndarray, kinds: np.ndarray, args: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """float32 (rows, width, LANE_CHANNELS): :func:`lane_channels` of the tokens ``padded`` gave."""
+        if self.log2_lanes is None or self.normalizer is None:
+            raise ValueError("lane features need the rows' vector lanes and the normaliser (featurize gives both)")
+        return lane_channels(kinds, args, self.padded_twos(rows, mask), self.log2_lanes[rows], self.normalizer)
+
     def on_hardware(self, hw_vector: np.ndarray) -> "Features":
         """The same programs as if measured on the machine with normalised vector ``hw_vector`` (token
         arrays and the powers-of-two cache shared, not copied)."""
@@ -172,9 +181,11 @@ def featurize(ds: Dataset, norm: Normalizer) -> Features:
     cats = ds.cats.astype(np.int64)
     cats = np.where((cats >= 0) & (cats < len(tokens.CATEGORIES)), cats, tokens.OTHER_CAT)
     args = args.astype(np.float32)
+    lanes = np.asarray([hardware_log2_lanes(ds.specs[name]) for name in ds.hardware_names], np.float32)
     return Features(ds.offsets, kinds, cats, args, ds.op_kind.astype(np.int64),
                     op.astype(np.float32), hw.astype(np.float32), kind_ordinals(ds.offsets, kinds),
-                    program_summary(ds.offsets, kinds, args), int(unseen.sum()), nonfinite, norm)
+                    program_summary(ds.offsets, kinds, args), int(unseen.sum()), nonfinite, norm,
+                    lanes[ds.hardware] if len(lanes) else np.zeros(len(ds.hardware), np.float32))
 
 
 SUMMARY_FEATURES = len(tokens.KINDS) * (1 + tokens.NUM_ARGS)
@@ -199,6 +210,40 @@ def factor_twos(kinds: np.ndarray, normalised_args: np.ndarray, norm: Normalizer
     number = np.where(integral, whole, 1.0).astype(np.int64)
     twos = np.log2(number & -number)  # the lowest set bit
     return np.minimum(twos, MAX_TWOS).astype(np.uint8)
+
+
+# Lane features: where a factor stands against the vector width of the machine that runs the program.
+# The hardware token carries the width too, but only as one more descriptor number: a model trained on
+# 4- and 8-lane machines cannot tell from it what a 16-lane one does with a tile of 8, while "this tile
+# is half a vector" reads the same on every machine (the zero-shot tuning gap of issue 13 closed when the
+# model saw an AVX-512 configuration's programs).
+LANE_KINDS = ("split", "vectorize")
+LANE_SLOTS = np.zeros((len(tokens.KINDS), tokens.NUM_ARGS), dtype=bool)
+for _kind in LANE_KINDS:
+    LANE_SLOTS[tokens.KIND_ID[_kind]] = LOG2_SLOTS[tokens.KIND_ID[_kind]]
+LANE_SLOTS[tokens.KIND_ID["split"], tokens.ARG_LAYOUT["split"].index("log2_extent")] = False
+LANE_CHANNELS = 2 * tokens.NUM_ARGS
+LANE_RANGE = 4.0  # log2 distances beyond 16x the lanes either way read as 16x
+
+
+def hardware_log2_lanes(spec: HardwareSpec) -> float:
+    """log2 of the float32 lanes of the vector unit the measured code could use (4 for SSE, 16 for AVX-512)."""
+    return float(np.log2(max(spec.code_vector_bytes / 4.0, 1.0)))
+
+
+def lane_channels(kinds: np.ndarray, normalised_args: np.ndarray, twos: np.ndarray, log2_lanes: np.ndarray,
+                  norm: Normalizer) -> np.ndarray:
+    """float32 (..., LANE_CHANNELS) for tokens (..., NUM_ARGS) of rows whose machines have 2**``log2_lanes``
+    float32 lanes (shape (rows,) against tokens (rows, width, NUM_ARGS)): for every split factor and
+    vectorize extent above 1, its log2 distance to the lane count (scaled to [-1, 1]) and whether it is a
+    whole multiple of the lanes; zeros in every other slot. A factor of 1 reads like a slot a short split
+    leaves empty (both log2 0), so neither gets lane features: those would only tell the machines apart."""
+    raw = normalised_args * norm.token_std[kinds] + norm.token_mean[kinds]
+    lanes = np.asarray(log2_lanes, np.float32).reshape(-1, *([1] * (raw.ndim - 1)))
+    slots = LANE_SLOTS[kinds] & (raw > 1e-3)
+    distance = np.where(slots, np.clip(raw - lanes, -LANE_RANGE, LANE_RANGE) / LANE_RANGE, 0.0)
+    multiple = slots & (twos >= lanes) & (raw >= lanes - 1e-3)
+    return np.concatenate([distance, multiple], axis=-1).astype(np.float32)
 
 
 def kind_counts_and_means(offsets: np.ndarray, kinds: np.ndarray, args: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

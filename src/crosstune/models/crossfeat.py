@@ -24,7 +24,7 @@ from torch import nn
 
 from .. import tokens
 from ..errors import CrosstuneError
-from ..features import MAX_TWOS, OP_FEATURES, SUMMARY_FEATURES, Features, normalised_hardware
+from ..features import LANE_CHANNELS, MAX_TWOS, OP_FEATURES, SUMMARY_FEATURES, Features, normalised_hardware
 from ..hardware.registry import FEATURE_NAMES
 from ..records.operators import OP_KINDS
 from .encoder import Encoder
@@ -77,6 +77,11 @@ class CrossFeatConfig:
     # what the training machines span) and Σ top-1 on i7-3770, and lost nothing beyond seed noise
     # elsewhere (docs/BENCHMARKS.md, "Which hardware token scores an unseen machine").
     unseen_hardware: str = "similar"
+    # Each split factor's and vectorize extent's distance to the vector lanes of the row's own machine, and
+    # whether it is a multiple of them (features.lane_channels), into the argument MLP: the machine's
+    # vector width reaches every factor directly, and stays the machine's own when ``unseen_hardware``
+    # mixes the training machines' tokens.
+    lane_features: bool = False
 
     def problem(self) -> str | None:
         if self.d_model % self.heads or self.d_model % 2:
@@ -124,7 +129,8 @@ class CrossFeatNet(nn.Module):
         self.kind_embedding = nn.Embedding(len(tokens.KINDS), d, padding_idx=0)
         self.cat_embedding = nn.Embedding(len(tokens.CATEGORIES), d)
         self.ordinal_embedding = nn.Embedding(cfg.max_ordinal, d)
-        self.arg_mlp = _mlp(tokens.NUM_ARGS * (2 if cfg.factor_twos else 1), d, d)
+        arg_inputs = tokens.NUM_ARGS * (2 if cfg.factor_twos else 1) + (LANE_CHANNELS if cfg.lane_features else 0)
+        self.arg_mlp = _mlp(arg_inputs, d, d)
         self.encoder = Encoder(d, cfg.heads, cfg.ff_dim, cfg.dropout, cfg.layers)
         self.norm = nn.LayerNorm(d)
         extra = 0
@@ -147,13 +153,18 @@ class CrossFeatNet(nn.Module):
             nn.init.zeros_(self.cat_arg_scale.weight)
         self.head = _mlp(d * (2 + extra), d, 1)
 
-    def forward(self, kinds, cats, args, mask, ordinal, summary, op_kind, op, hw, twos=None) -> torch.Tensor:
+    def forward(self, kinds, cats, args, mask, ordinal, summary, op_kind, op, hw, twos=None,
+                lanes=None) -> torch.Tensor:
         ordinal = ordinal.clamp_max(self.cfg.max_ordinal - 1)
         arg_inputs = args
         if self.cfg.factor_twos:  # the arguments' powers of two, scaled to [0, 1]
             if twos is None:
                 raise ValueError("this network reads the factors' powers of two: pass twos (batch_tensors does)")
             arg_inputs = torch.cat([args, twos.to(args.dtype) / MAX_TWOS], dim=-1)
+        if self.cfg.lane_features:
+            if lanes is None:
+                raise ValueError("this network reads lane features: pass lanes (batch_tensors does)")
+            arg_inputs = torch.cat([arg_inputs, lanes.to(args.dtype)], dim=-1)
         arg_embedding = self.arg_mlp(arg_inputs)
         if self.cfg.category_scaled_args:
             arg_embedding = arg_embedding * (1.0 + self.cat_arg_scale(cats))
@@ -194,7 +205,7 @@ class CrossFeatModel(NeuralCostModel):
     kind = "crossfeat"
     config_cls = CrossFeatConfig
     # models saved before a setting existed load as they were trained and evaluated
-    absent_settings = {"factor_twos": False, "unseen_hardware": "own"}
+    absent_settings = {"factor_twos": False, "unseen_hardware": "own", "lane_features": False}
 
     def build_net(self) -> nn.Module:
         return CrossFeatNet(self.config)
@@ -204,6 +215,8 @@ class CrossFeatModel(NeuralCostModel):
         extra = {}
         if self.config.factor_twos:
             extra["twos"] = torch.from_numpy(feats.padded_twos(rows, mask)).to(device)  # uint8: a quarter to copy
+        if self.config.lane_features:
+            extra["lanes"] = torch.from_numpy(feats.padded_lanes(rows, kinds, args, mask)).to(device)
         return {**extra,
             "kinds": torch.from_numpy(kinds).to(device), "cats": torch.from_numpy(cats).to(device),
             "args": torch.from_numpy(args).to(device), "mask": torch.from_numpy(mask).to(device),

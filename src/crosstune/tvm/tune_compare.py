@@ -181,9 +181,11 @@ def _pretrain_here(s: CompareSettings, print_fn) -> dict:
     return info
 
 
-def pretrain_crossfeat(datasets: list[str], hardware_config: str | None, epochs: int, seed: int, model_dir: str) -> dict:
+def pretrain_crossfeat(datasets: list[str], hardware_config: str | None, epochs: int, seed: int, model_dir: str,
+                       architecture: dict | None = None) -> dict:
     """Crossfeat trained on every configuration of the dataset but ``hardware_config`` (zero-shot for it; None:
-    every configuration), saved to ``model_dir``; what was done, for pretrain.json."""
+    every configuration), saved to ``model_dir``; what was done, for pretrain.json. ``architecture``: settings
+    other than crossfeat's defaults (benchmarks/pretrain_for_tuner.py --arch)."""
     from ..dataset import load_dataset
     from ..experiment import fit_model
     from ..train import TrainConfig
@@ -193,10 +195,12 @@ def pretrain_crossfeat(datasets: list[str], hardware_config: str | None, epochs:
     if not others:
         raise CrosstuneError(f"the dataset has no hardware other than {hardware_config} to pre-train on")
     source = ds.select(ds.hardware_mask(others))
-    model, seconds = fit_model("crossfeat", source, TrainConfig(epochs=epochs, seed=seed))
+    model, seconds = fit_model("crossfeat", source, TrainConfig(epochs=epochs, seed=seed,
+                                                                 architecture=dict(architecture or {})))
     model.save(Path(model_dir))  # written as a unit
     return {"model": model_dir, "pretrained_here": True, "pretrained_on": others, "records": len(source),
-            "epochs": epochs, "seed": seed, "seconds": seconds, "process": "child"}
+            "epochs": epochs, "seed": seed, "seconds": seconds, "process": "child",
+            **({"architecture": dict(architecture)} if architecture else {})}
 
 
 COMPILED_NOTE = (f"every arm compiled in one fresh process after tuning and timed in "
