@@ -590,6 +590,38 @@ def test_light_search_lightens_only_one_program_rounds_and_light_first_rounds():
     assert Arm.round_search(arm(["light-first-round", "light-search"], one_program=True), 0) is None
 
 
+def test_explore_on_stall_draws_half_a_stalled_tasks_round_at_random():
+    from types import SimpleNamespace
+
+    from crosstune.tvm.rounds import ONE_PROGRAM_SEARCH, Arm, ArmSettings, SearchSettings
+
+    def arm(head_start, history, one_program=False):
+        settings = ArmSettings("crosstune", "model", "mobilenet_v2", "local-avx2-2c", ["conv2d"],
+                               head_start=list(head_start), search=SearchSettings(512, 4, 50))
+        return SimpleNamespace(settings=settings, state={"tasks": [{"rounds": len(history), "history": history}]},
+                               _contexts_by_search={"made": []}, one_program=lambda index: one_program,
+                               light=lambda index: False)
+
+    explore = ["one-program-tasks", "light-search", "explore-on-stall"]
+    assert Arm.round_search(arm(explore, [2e-4, 2e-4]), 0) == SearchSettings(512, 4, 50, eps_greedy=0.5)
+    assert Arm.round_search(arm(explore, [3e-4, 2e-4, 2e-4]), 0).eps_greedy == 0.5  # its last round gained nothing
+    assert Arm.round_search(arm(explore, [3e-4, 2e-4]), 0) is None  # it gained: the model's picks again
+    assert Arm.round_search(arm(explore, [2e-4]), 0) is None  # one round: nothing to compare
+    assert Arm.round_search(arm(explore, [None, None]), 0) is None  # nothing ran yet
+    assert Arm.round_search(arm(explore, [2e-4, 2e-4], one_program=True), 0) == ONE_PROGRAM_SEARCH
+    assert Arm.round_search(arm(explore[:2], [2e-4, 2e-4]), 0) is None  # option off
+
+
+def test_arm_settings_saved_before_eps_greedy_existed_still_resume():
+    from crosstune.tvm.rounds import ArmSettings, SearchSettings
+
+    saved = ArmSettings("xgb", "xgb", "resnet18", "local-avx2-2c", ["conv2d"]).to_json()
+    assert "eps_greedy" not in saved["search"]  # what the arms saved before session 38 hold
+    widened = ArmSettings("xgb", "xgb", "resnet18", "local-avx2-2c", ["conv2d"],
+                          search=SearchSettings(eps_greedy=0.5))
+    assert widened.to_json()["search"]["eps_greedy"] == 0.5
+
+
 def test_light_tasks_are_those_under_two_percent_of_the_weighted_flops():
     from types import SimpleNamespace
 
@@ -614,7 +646,7 @@ def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
     from crosstune.tvm.tune_compare import crosstune_arm_name
 
     assert crosstune_arm_name(list(reversed(HEAD_START_OPTIONS[:4]))) == "crosstune"
-    assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == "crosstune-with-light-first-round+online-trees+light-search"
+    assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == "crosstune-with-light-first-round+online-trees+light-search+explore-on-stall"
     assert crosstune_arm_name([]) == "crosstune-none"
     assert crosstune_arm_name(["early-stop", "small-first-round"]) == "crosstune-small-first-round+early-stop"
     assert crosstune_arm_name(["early-stop", "weighted-rounds", "one-program-tasks"]) == "crosstune-without-small-first-round"

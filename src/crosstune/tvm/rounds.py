@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,7 @@ from .collect import repair_database_file
 from .convert import plain
 
 HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop", "light-first-round",
-                      "online-trees", "light-search")
+                      "online-trees", "light-search", "explore-on-stall")
 # The default leaves small-first-round out: on ResNet-18 (local-avx512-2c) its 16-program first rounds gave a
 # first estimate 105% above XGBoost's final and reached within 5% of it after 1,068 trials; with full
 # 64-program first rounds the pre-trained model's first estimate was 12% above, and the arm beat XGBoost's
@@ -72,6 +72,7 @@ class SearchSettings:
     population_size: int = 512
     genetic_num_iters: int = 4
     init_min_unmeasured: int = 50
+    eps_greedy: float = 0.05  # the share of a round's programs drawn at random instead of by the model's ranking
 
 
 # light-search: a round's search costs about the same whatever it measures (session 31, MobileNet-V2: 16.5 s
@@ -83,14 +84,27 @@ ONE_PROGRAM_SEARCH = SearchSettings(population_size=4, genetic_num_iters=0, init
 
 
 def _search_key(search: SearchSettings) -> str:
-    return f"{search.population_size}x{search.genetic_num_iters}/{search.init_min_unmeasured}"
+    return f"{search.population_size}x{search.genetic_num_iters}/{search.init_min_unmeasured}/{search.eps_greedy}"
 
 
 def light_first_search(search: SearchSettings) -> SearchSettings:
     """Half the arm's search for a light task's first round (MetaSchedule's 512 x 4: 256 x 2)."""
     population = max(search.population_size // 2, 1)
     return SearchSettings(population_size=population, genetic_num_iters=search.genetic_num_iters // 2,
-                          init_min_unmeasured=min(search.init_min_unmeasured, population))
+                          init_min_unmeasured=min(search.init_min_unmeasured, population),
+                          eps_greedy=search.eps_greedy)
+
+
+# explore-on-stall: when a task's round found nothing better than it had, the model's ranking is not helping
+# that task (on an unseen machine, MobileNet-V2's conv2d4 stayed 81% above XGBoost's best after 80 of the
+# model's picks, session 38), so its next round draws half its programs at random from the unmeasured space
+# instead of MetaSchedule's 5%: a random sample is what XGBoost's own first rounds learn from.
+EXPLORE_EPS_GREEDY = 0.5
+
+
+def explore_search(search: SearchSettings) -> SearchSettings:
+    """The arm's search with half of each round's programs drawn at random (``eps_greedy`` 0.5)."""
+    return replace(search, eps_greedy=EXPLORE_EPS_GREEDY)
 
 
 @dataclass
@@ -115,6 +129,8 @@ class ArmSettings:
         for name in ("fine_tune_epochs", "fine_tune_lr_scale"):
             if data[name] == getattr(ArmSettings, name):
                 del data[name]
+        if data["search"]["eps_greedy"] == SearchSettings.eps_greedy:
+            del data["search"]["eps_greedy"]  # added in session 38, after many arms were saved
         return data
 
 
@@ -195,6 +211,12 @@ def converged(curve: list[dict], tolerance: float = 0.02, window: float = 0.25) 
     return (before[-1] - now) / before[-1] < tolerance
 
 
+def stalled(history: list) -> bool:
+    """Whether a task's last round found nothing faster than its earlier rounds had (``history``: its best
+    latency after each round, None while nothing ran)."""
+    return len(history) >= 2 and history[-2] is not None and history[-1] is not None and history[-1] >= history[-2]
+
+
 class Arm:
     """The tuning state of one arm, its database and cost model; ``run_rounds`` advances it."""
 
@@ -207,9 +229,13 @@ class Arm:
         # search strategy), made here, before tuning: making contexts sets MetaSchedule's loggers afresh,
         # which run_rounds quiets
         self._contexts_by_search: dict[str, list] = {}
-        if "light-search" in settings.head_start and search_contexts is not None:
-            for search in (ONE_PROGRAM_SEARCH, light_first_search(settings.search)):
-                self._contexts_by_search.setdefault(_search_key(search), search_contexts(search))
+        other_searches = []
+        if "light-search" in settings.head_start:
+            other_searches += [ONE_PROGRAM_SEARCH, light_first_search(settings.search)]
+        if "explore-on-stall" in settings.head_start:
+            other_searches.append(explore_search(settings.search))
+        for search in other_searches if search_contexts is not None else []:
+            self._contexts_by_search.setdefault(_search_key(search), search_contexts(search))
         self.config = config
         self.print = print_fn
         self.state_path = self.dir / "state.json"
@@ -389,15 +415,19 @@ class Arm:
         return max(1, min(size, budget - self.state["trials"]))
 
     def round_search(self, index: int) -> SearchSettings | None:
-        """The search of the task's next round when light-search lightens it (see ONE_PROGRAM_SEARCH), else
-        None: the arm's own."""
+        """The search of the task's next round when light-search lightens it (see ONE_PROGRAM_SEARCH) or
+        explore-on-stall widens it (see explore_search), else None: the arm's own."""
         if not self._contexts_by_search:
             return None
-        if "one-program-tasks" in self.settings.head_start and self.one_program(index):
-            return ONE_PROGRAM_SEARCH
+        head_start = self.settings.head_start
+        if "one-program-tasks" in head_start and self.one_program(index):
+            return ONE_PROGRAM_SEARCH if "light-search" in head_start else None
         task = self.state["tasks"][index]
-        if task["rounds"] == 0 and "light-first-round" in self.settings.head_start and self.light(index):
+        if ("light-search" in head_start and task["rounds"] == 0 and "light-first-round" in head_start
+                and self.light(index)):
             return light_first_search(self.settings.search)
+        if "explore-on-stall" in head_start and stalled(task["history"]):
+            return explore_search(self.settings.search)
         return None
 
     def context(self, index: int):

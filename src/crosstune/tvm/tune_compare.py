@@ -329,7 +329,8 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
         def contexts_with(search: SearchSettings):
             strategy = ms.search_strategy.EvolutionarySearch(population_size=search.population_size,
                                                              init_min_unmeasured=search.init_min_unmeasured,
-                                                             genetic_num_iters=search.genetic_num_iters)
+                                                             genetic_num_iters=search.genetic_num_iters,
+                                                             eps_greedy=search.eps_greedy)
             # fresh contexts per arm: each clones the search strategy and forks its own random state
             return ms.relax_integration.extracted_tasks_to_tune_contexts(
                 selected, str(s.out / name), strategy=strategy, num_threads=config.num_cores, seed=s.seed)
