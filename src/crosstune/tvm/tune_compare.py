@@ -200,7 +200,7 @@ def pretrain_crossfeat(datasets: list[str], hardware_config: str | None, epochs:
     model.save(Path(model_dir))  # written as a unit
     return {"model": model_dir, "pretrained_here": True, "pretrained_on": others, "records": len(source),
             "epochs": epochs, "seed": seed, "seconds": seconds, "process": "child",
-            **({"architecture": dict(architecture)} if architecture else {})}
+            **({"architecture": {name: getattr(model.config, name) for name in architecture}} if architecture else {})}
 
 
 COMPILED_NOTE = (f"every arm compiled in one fresh process after tuning and timed in "
