@@ -215,8 +215,9 @@ def factor_twos(kinds: np.ndarray, normalised_args: np.ndarray, norm: Normalizer
 # Lane features: where a factor stands against the vector width of the machine that runs the program.
 # The hardware token carries the width too, but only as one more descriptor number: a model trained on
 # 4- and 8-lane machines cannot tell from it what a 16-lane one does with a tile of 8, while "this tile
-# is half a vector" reads the same on every machine (the zero-shot tuning gap of issue 13 closed when the
-# model saw an AVX-512 configuration's programs).
+# is half a vector" reads the same on every machine (the one tuning arm of issue 13 whose first pass came
+# within 5% of XGBoost's final had seen an AVX-512 configuration's programs; the zero-shot ones had not).
+# crossfeat's lane_features setting, off by default: better offline, not in its one tuning arm (session 39).
 LANE_KINDS = ("split", "vectorize")
 LANE_SLOTS = np.zeros((len(tokens.KINDS), tokens.NUM_ARGS), dtype=bool)
 for _kind in LANE_KINDS:
