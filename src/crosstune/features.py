@@ -217,7 +217,8 @@ def factor_twos(kinds: np.ndarray, normalised_args: np.ndarray, norm: Normalizer
 # 4- and 8-lane machines cannot tell from it what a 16-lane one does with a tile of 8, while "this tile
 # is half a vector" reads the same on every machine (the one tuning arm of issue 13 whose first pass came
 # within 5% of XGBoost's final had seen an AVX-512 configuration's programs; the zero-shot ones had not).
-# crossfeat's lane_features setting, off by default: better offline, not in its one tuning arm (session 39).
+# crossfeat's lane_features setting, off by default: better offline; its two tuning arms (session 39) were
+# the session's worst but one and best, so no effect shows through the tuner's run-to-run spread.
 LANE_KINDS = ("split", "vectorize")
 LANE_SLOTS = np.zeros((len(tokens.KINDS), tokens.NUM_ARGS), dtype=bool)
 for _kind in LANE_KINDS:

@@ -99,8 +99,8 @@ def light_first_search(search: SearchSettings) -> SearchSettings:
 # that task (on an unseen machine, MobileNet-V2's conv2d4 stayed 81% above XGBoost's best after 80 of the
 # model's picks, session 38), so its next round draws half its programs at random from the unmeasured space
 # instead of MetaSchedule's 5%: a random sample is what XGBoost's own first rounds learn from. Off by default:
-# in its one ResNet-18 run (session 39) 2 of its 3 such rounds gained, and it came within 5% of XGBoost's final
-# on the tunable tasks at 29.4% of XGBoost's time against two default runs' 32.3% and 32.9%: within the spread.
+# in two ResNet-18 runs (session 39) it came within 5% of XGBoost's final on the tunable tasks at 29.4% and
+# 58.9% of XGBoost's time, two default runs at 32.3% and 32.9%: no effect shows through the spread.
 EXPLORE_EPS_GREEDY = 0.5
 
 
