@@ -18,10 +18,12 @@ import argparse
 import json
 from pathlib import Path
 
+from crosstune.tvm.tune_compare import first_reach
+
 
 def tunable_curve(state: dict, one_program: set[str]):
-    """(seconds, trials, weighted ms over the tunable tasks) after each round, once every tunable task has a
-    measured latency."""
+    """tune-compare's curve points (seconds, trials, estimated_latency_ms) with the estimate over the tunable
+    tasks only, after each round once every tunable task has a measured latency."""
     tasks = {t["name"]: t for t in state["tasks"]}
     tunable = [name for name in tasks if name not in one_program]
     rounds_done = dict.fromkeys(tasks, 0)
@@ -35,7 +37,8 @@ def tunable_curve(state: dict, one_program: set[str]):
         if latency is not None:
             best[name] = latency
         if all(n in best for n in tunable):
-            yield point["seconds"], point["trials"], sum(tasks[n]["weight"] * best[n] * 1e3 for n in tunable)
+            yield {"seconds": point["seconds"], "trials": point["trials"],
+                   "estimated_latency_ms": sum(tasks[n]["weight"] * best[n] * 1e3 for n in tunable)}
 
 
 def read_state(path: Path) -> dict:
@@ -57,19 +60,22 @@ def main() -> None:
     one_program = {t["name"] for t in arms[0][1]["tasks"] if t["stopped"] and "one program" in t["stopped"]}
     if not one_program:
         raise SystemExit(f"{args.arm_states[0]}: no task stopped as a one-program task (run without one-program-tasks?)")
-    final = list(tunable_curve(xgb, one_program))[-1][2]
+    final = list(tunable_curve(xgb, one_program))[-1]["estimated_latency_ms"]
     total = xgb["tuning_seconds"]
     print(f"xgb's final over the {len(xgb['tasks']) - len(one_program)} tunable tasks: {final:.3f} ms "
           f"({len(one_program)} one-program tasks left out); xgb's time {total:.0f} s")
 
     def when(curve, target):
-        hit = next((p for p in curve if p[2] <= target), None)
-        return "never" if hit is None else f"{100 * hit[0] / total:.1f}% ({hit[0]:.0f} s, {hit[1]} trials)"
+        hit = first_reach(curve, target)
+        if hit["seconds"] != hit["seconds"]:  # NaN: never
+            return "never"
+        return f"{100 * hit['seconds'] / total:.1f}% ({hit['seconds']:.0f} s, {hit['trials']} trials)"
 
     for name, state in [("xgb", xgb), *arms]:
         curve = list(tunable_curve(state, one_program))
         first, last = curve[0], curve[-1]
-        print(f"{name}: first {first[2]:.3f} ms at {100 * first[0] / total:.1f}%, end {last[2]:.3f} ms; "
+        print(f"{name}: first {first['estimated_latency_ms']:.3f} ms at {100 * first['seconds'] / total:.1f}%, "
+              f"end {last['estimated_latency_ms']:.3f} ms; "
               f"reaches xgb's final {when(curve, final)}, within 5% {when(curve, 1.05 * final)}")
 
 

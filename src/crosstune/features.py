@@ -198,12 +198,17 @@ for _kind, _names in tokens.ARG_LAYOUT.items():
 MAX_TWOS = 6
 
 
+def raw_args(kinds: np.ndarray, normalised_args: np.ndarray, norm: Normalizer) -> np.ndarray:
+    """Token arguments as the reader wrote them (log2 factors and extents), from their normalised form."""
+    return normalised_args * norm.token_std[kinds] + norm.token_mean[kinds]
+
+
 def factor_twos(kinds: np.ndarray, normalised_args: np.ndarray, norm: Normalizer) -> np.ndarray:
     """For every log2 slot of every token (tokens, NUM_ARGS), how many times 2 divides the factor,
     capped at MAX_TWOS; 0 where the slot is not a factor or not a whole number. Whether a tile is a
     multiple of the vector width decides much of a program's speed, and in log2 space 7 and 8 are
     neighbours. uint8: a quarter of the arguments' memory."""
-    raw = normalised_args * norm.token_std[kinds] + norm.token_mean[kinds]
+    raw = raw_args(kinds, normalised_args, norm)
     value = np.exp2(np.clip(raw, 0.0, 40.0))
     whole = np.rint(value)
     integral = LOG2_SLOTS[kinds] & (np.abs(value - whole) < 1e-3 * np.maximum(whole, 1.0))
@@ -240,7 +245,7 @@ def lane_channels(kinds: np.ndarray, normalised_args: np.ndarray, twos: np.ndarr
     vectorize extent above 1, its log2 distance to the lane count (scaled to [-1, 1]) and whether it is a
     whole multiple of the lanes; zeros in every other slot. A factor of 1 reads like a slot a short split
     leaves empty (both log2 0), so neither gets lane features: those would only tell the machines apart."""
-    raw = normalised_args * norm.token_std[kinds] + norm.token_mean[kinds]
+    raw = raw_args(kinds, normalised_args, norm)
     lanes = np.asarray(log2_lanes, np.float32).reshape(-1, *([1] * (raw.ndim - 1)))
     slots = LANE_SLOTS[kinds] & (raw > 1e-3)
     distance = np.where(slots, np.clip(raw - lanes, -LANE_RANGE, LANE_RANGE) / LANE_RANGE, 0.0)

@@ -90,9 +90,8 @@ def _search_key(search: SearchSettings) -> str:
 def light_first_search(search: SearchSettings) -> SearchSettings:
     """Half the arm's search for a light task's first round (MetaSchedule's 512 x 4: 256 x 2)."""
     population = max(search.population_size // 2, 1)
-    return SearchSettings(population_size=population, genetic_num_iters=search.genetic_num_iters // 2,
-                          init_min_unmeasured=min(search.init_min_unmeasured, population),
-                          eps_greedy=search.eps_greedy)
+    return replace(search, population_size=population, genetic_num_iters=search.genetic_num_iters // 2,
+                   init_min_unmeasured=min(search.init_min_unmeasured, population))
 
 
 # explore-on-stall: when a task's round found nothing better than it had, the model's ranking is not helping
