@@ -402,6 +402,84 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
     assert time_arms_main([str(tmp_path), "run", "missing", "--network", "bert_layer", "--hardware-config",
                            "local-sse-1c", "--json", str(tmp_path / "t2.json")]) == 2
     assert "no tuning database for missing" in capsys.readouterr().err
+    # tune-checkpoints on the same database, as if two arms had tuned it: the baseline's final network, its
+    # control and the other arm cut at half the baseline's time, compiled and timed in interleaved rounds
+    from crosstune.tvm.checkpoints import format_checkpoints, time_checkpoints
+
+    compare = tmp_path / "compare"
+    records = (tmp_path / "run" / "database_tuning_record.json").read_text().splitlines()
+    for arm in ("xgb", "crosstune"):
+        shutil.copytree(tmp_path / "run", compare / arm)
+        curve = [{"seconds": 10.0, "trials": 2, "task": "t0", "estimated_latency_ms": float("nan")},
+                 {"seconds": 40.0, "trials": len(records), "task": "t1", "estimated_latency_ms": 3.0}]
+        (compare / arm / "state.json").write_text(json.dumps(_arm_state(curve)))
+    result = time_checkpoints(compare, fractions=[0.5], rounds=2)
+    half = result["checkpoints"][0]
+    assert (half["arm"], half["trials"], half["tasks_measured"]) == ("crosstune", 2, 1)  # 20 s in: its first round
+    cut = compare / "checkpoints" / "crosstune-at-50pct" / "database_tuning_record.json"
+    assert cut.read_text().splitlines() == records[:2]
+    assert half["output_matches"] and len(half["ratio_rounds"]) == 2 and half["latency_ms"] > 0
+    control = result["control"]
+    assert control["ratio_median"] == pytest.approx(np.median(control["ratio_rounds"])) and control["output_matches"]
+    assert control["ratio_rounds"] == [a / b for a, b in zip(control["latency_ms_rounds"],
+                                                              result["baseline"]["latency_ms_rounds"])]
+    assert json.loads((compare / "tune-checkpoints.json").read_text())["checkpoints"][0]["trials"] == 2
+    table = format_checkpoints(result)
+    assert "crosstune at 50%" in table and "xgb-again (control)" in table and "1/2" in table
+
+
+def _arm_state(curve: list[dict]) -> dict:
+    """A finished arm's state.json as tune-compare writes it, reduced to what tune-checkpoints reads."""
+    from crosstune.tvm.rounds import this_machine
+
+    return {"settings": {"network": "bert_layer", "hardware_config": "local-sse-1c"}, "done": True,
+            "trials": curve[-1]["trials"], "tuning_seconds": curve[-1]["seconds"], "curve": curve,
+            "tasks": [{"name": "t0"}, {"name": "t1"}], "sessions": [{"machine": this_machine()}]}
+
+
+def test_a_checkpoint_database_holds_the_arms_first_records_and_nothing_else(tmp_path):
+    """An arm's database file lists its trials in the order they were measured, so its first N records are
+    the database as it stood after N trials; the cut is written as a unit and replaces an earlier cut."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from crosstune.tvm.checkpoints import tasks_measured_at, trials_at, write_prefix_database
+
+    arm = tmp_path / "arm"
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "data", "ms-resnet18-2tasks"), arm)
+    lines = (arm / "database_tuning_record.json").read_text().splitlines()
+    curve = [{"seconds": 10.0, "trials": 8, "task": "a"}, {"seconds": 30.0, "trials": 20, "task": "b"},
+             {"seconds": 31.0, "trials": 24, "task": "a"}]
+    assert [trials_at(curve, s) for s in (5, 10, 29.9, 30, 100)] == [0, 8, 8, 20, 24]
+    assert [tasks_measured_at(curve, s) for s in (5, 10, 30)] == [0, 1, 2]
+    out = tmp_path / "cut"
+    assert write_prefix_database(arm, 24, out) == 24
+    assert write_prefix_database(arm, 8, out) == 8  # replaces the longer cut
+    assert (out / "database_tuning_record.json").read_text().splitlines() == lines[:8]
+    assert (out / "database_workload.json").read_bytes() == (arm / "database_workload.json").read_bytes()
+    database = ms.database.JSONDatabase(str(out / "database_workload.json"), str(out / "database_tuning_record.json"),
+                                        allow_missing=False)
+    assert len(database.get_all_tuning_records()) == 8
+    assert write_prefix_database(arm, 100, tmp_path / "all") == len(lines)  # the caller says when that is short
+    assert not list(tmp_path.glob(".*staging"))
+
+
+def test_tune_checkpoints_refuses_a_folder_that_is_not_a_tuning_run_with_one_line(tmp_path, capsys):
+    from crosstune.cli import main
+
+    assert main(["tune-checkpoints", str(tmp_path)]) == 2
+    assert "no baseline arm (xgb/state.json)" in capsys.readouterr().err
+    curve = [{"seconds": 10.0, "trials": 2, "task": "t0", "estimated_latency_ms": 1.0}]
+    (tmp_path / "xgb").mkdir()
+    (tmp_path / "xgb" / "state.json").write_text(json.dumps(_arm_state(curve)))
+    assert main(["tune-checkpoints", str(tmp_path)]) == 2
+    assert "no arm besides xgb" in capsys.readouterr().err
+    shutil.copytree(tmp_path / "xgb", tmp_path / "crosstune")
+    assert main(["tune-checkpoints", str(tmp_path), "--arms", "crosstune-typo"]) == 2
+    assert "no arm crosstune-typo (its arms: crosstune)" in capsys.readouterr().err
+    assert main(["tune-checkpoints", str(tmp_path)]) == 2  # states, but no databases
+    assert "no tuning database for xgb, crosstune" in capsys.readouterr().err
+    assert main(["tune-checkpoints", str(tmp_path), "--at", "0.15,0"]) == 2
+    assert "0 is out of range" in capsys.readouterr().err
 
 
 def test_a_configuration_of_another_cpu_is_scored_as_unseen_hardware(ms_model):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .cli_registry import Handler, command
 from .options import (COUNT, FRACTION, POSITIVE_INT, SEED, ExtendList, choice_list, integer, number,
-                      split_list)
+                      number_list, split_list)
 
 
 class Names:
@@ -677,8 +677,37 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
         with out:
             summary = tune_compare(settings, print_fn=functools.partial(print, flush=True))  # in order with TVM's log
         print(f"report: {Path(args.out) / 'tune-compare.json'}, curves: {Path(args.out) / 'tune-compare-curve.png'}")
+        if len(summary["runs"]) > 1:
+            print(f"the arms' networks as they stood at 15% and 25% of xgb's time, compiled and timed beside xgb's "
+                  f"final: crosstune tune-checkpoints {args.out}")
         ok = [r["output_matches"] for r in summary["runs"].values() if r["output_matches"] is not None]
         return 0 if all(ok) else 1
+    return run
+
+
+@command("tune-checkpoints", "compile each arm of a tune-compare run as it stood at fractions of the baseline's "
+                             "time and time it beside the baseline's final network")
+def _tune_checkpoints_args(p: argparse.ArgumentParser) -> Handler:
+    from .tvm.checkpoints import DEFAULT_FRACTIONS, ROUNDS
+
+    p.add_argument("run", metavar="RUN_DIR", help="a tune-compare --out folder (its xgb arm is the baseline)")
+    p.add_argument("--at", type=number_list(number(0.0, 2.0, closed_low=False)), default=list(DEFAULT_FRACTIONS),
+                   help="fractions of the baseline's tuning time, comma-separated, in (0, 2] (an arm may tune "
+                        "longer than the baseline did on the same trials)")
+    p.add_argument("--arms", default=None, help="arm folders to checkpoint, comma-separated (default: every arm but xgb)")
+    p.add_argument("--rounds", type=POSITIVE_INT, default=ROUNDS, help="interleaved timing rounds (median)")
+
+    def run(args: argparse.Namespace) -> int:
+        from .tvm import require_tvm
+        from .tvm.checkpoints import check_run, format_checkpoints, time_checkpoints
+
+        check_run(Path(args.run), split_list(args.arms) if args.arms else None)  # before TVM loads
+        require_tvm()
+        result = time_checkpoints(Path(args.run), split_list(args.arms) if args.arms else None, args.at,
+                                  args.rounds, print_fn=functools.partial(print, flush=True))
+        print(format_checkpoints(result))
+        print(f"report: {Path(args.run) / 'tune-checkpoints.json'}")
+        return 0 if all(c["output_matches"] for c in result["checkpoints"]) and result["baseline"]["output_matches"] else 1
     return run
 
 

@@ -82,6 +82,17 @@ def choice_list(choices: Sequence[str] | None = None) -> Callable[[str], list[st
     return parse
 
 
+def number_list(item: Callable[[str], float]) -> Callable[[str], list[float]]:
+    """A comma-separated list of numbers, each checked by ``item`` (e.g. ``number(0, 2)``)."""
+    def parse(text: str) -> list[float]:
+        items = split_list(text)
+        if not items:
+            raise argparse.ArgumentTypeError("an empty list")
+        return [item(x) for x in items]
+    parse.__name__ = "list of numbers"
+    return parse
+
+
 class ExtendList(argparse.Action):
     """``--opt a,b c`` -> ``[a, b, c]``: the comma form of every command, and the space-separated form
     some options had first. Each value has already been split by the option's ``type``."""

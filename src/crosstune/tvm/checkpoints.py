@@ -1,0 +1,211 @@
+"""Compiled checkpoints of a tune-compare run: each arm's network as it stood at fractions of the baseline's
+tuning time, compiled and timed beside the baseline's final network, in one process, rounds interleaved.
+
+tune-compare's fractions come from the estimated latency, Σ weight × each task's best single measurement.
+Two things make that estimate noisy at the 5% the goals ask about (docs/BENCHMARKS.md, session 40): the same
+program of a one-program task read from 0.5x to 2.5x of itself in arms of one session on this VM, and a task's
+best is the lowest of its noisy readings, so the arm with more measurements of a task (the baseline, by the
+end) gets the luckier minimum. A compiled network run hundreds of times has neither: its programs are the
+ones each arm had chosen by then, timed together. The per-round ratio checkpoint / baseline pairs each timing
+with one taken moments apart, and ``xgb-again``, the baseline's own database compiled a second time, shows
+the ratio that timing noise alone gives.
+
+    crosstune tune-checkpoints RUN --at 0.15,0.25
+
+An arm's database file lists its measurements in the order they were made (one record per trial, failed ones
+included), so its first N records are the database as it stood when the arm had measured N programs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import staged_directory
+from ..atomic import write_text as atomic_write_text
+from ..errors import CrosstuneError
+
+BASELINE = "xgb"
+CONTROL = "xgb-again"  # the baseline's final database compiled twice: the noise floor of every ratio
+FOLDER = "checkpoints"
+RESULT_FILE = "tune-checkpoints.json"
+DEFAULT_FRACTIONS = (0.15, 0.25)  # issue 13's goals: within 5% by 15% of the baseline's time, its final by 25%
+ROUNDS = 10
+WITHIN = 0.05
+DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
+
+
+def trials_at(curve: list[dict], seconds: float) -> int:
+    """Trials an arm had measured ``seconds`` into its tuning: those of the last round that ended by then."""
+    done = [point["trials"] for point in curve if point["seconds"] <= seconds]
+    return done[-1] if done else 0
+
+
+def tasks_measured_at(curve: list[dict], seconds: float) -> int:
+    """How many tasks had had a round by then (the rest compile with TVM's untuned schedules)."""
+    return len({point["task"] for point in curve if point["seconds"] <= seconds and point.get("task")})
+
+
+def write_prefix_database(arm_dir: Path, trials: int, out_dir: Path) -> int:
+    """``out_dir`` as a MetaSchedule JSON database holding the arm's first ``trials`` tuning records (and every
+    workload); written as a unit. Returns how many records it holds (fewer if the database holds fewer)."""
+    kept = 0
+    with staged_directory(out_dir) as staging:
+        (staging / DATABASE_FILES[0]).write_bytes((arm_dir / DATABASE_FILES[0]).read_bytes())
+        with open(arm_dir / DATABASE_FILES[1], "rb") as source, open(staging / DATABASE_FILES[1], "wb") as sink:
+            for line in source:
+                if kept == trials:
+                    break
+                if line.strip():
+                    sink.write(line if line.endswith(b"\n") else line + b"\n")
+                    kept += 1
+    return kept
+
+
+@dataclass
+class Checkpoint:
+    arm: str
+    fraction: float  # of the baseline's tuning time
+    seconds: float
+    trials: int
+    tasks_measured: int
+    estimated_latency_ms: float  # the arm's curve at that time (NaN before every task had a latency)
+
+    @property
+    def folder(self) -> str:
+        return f"{FOLDER}/{self.arm}-at-{100 * self.fraction:g}pct"
+
+
+def plan(run: Path, arms: list[str], fractions: list[float], base_seconds: float) -> list[Checkpoint]:
+    checkpoints = []
+    for arm in arms:
+        curve = json.loads((run / arm / "state.json").read_text())["curve"]
+        for fraction in fractions:
+            seconds = fraction * base_seconds
+            estimates = [p["estimated_latency_ms"] for p in curve if p["seconds"] <= seconds]
+            checkpoints.append(Checkpoint(arm, fraction, seconds, trials_at(curve, seconds),
+                                          tasks_measured_at(curve, seconds),
+                                          float(estimates[-1]) if estimates else float("nan")))
+    return checkpoints
+
+
+def _arms_of(run: Path) -> list[str]:
+    return sorted(p.parent.name for p in run.glob("*/state.json") if p.parent.name != BASELINE)
+
+
+def _machines(state: dict) -> set[str]:
+    return {x["machine"] for x in state.get("sessions", []) if x.get("machine")}
+
+
+def check_run(run: Path, arms: list[str] | None) -> tuple[dict, list[str]]:
+    """The baseline's state and the arms to checkpoint; a clear error for a folder that is not a tuning run."""
+    if not (run / BASELINE / "state.json").is_file():
+        raise CrosstuneError(f"{run}: no baseline arm ({BASELINE}/state.json); give a tune-compare --out folder")
+    arms = arms or _arms_of(run)
+    if not arms:
+        raise CrosstuneError(f"{run}: no arm besides {BASELINE} to checkpoint")
+    missing = [a for a in arms if not (run / a / "state.json").is_file()]
+    if missing:
+        raise CrosstuneError(f"{run}: no arm {', '.join(missing)} (its arms: {', '.join(_arms_of(run)) or 'none'})")
+    lost = [a for a in [BASELINE, *arms] if not all((run / a / f).is_file() for f in DATABASE_FILES)]
+    if lost:
+        raise CrosstuneError(f"{run}: no tuning database for {', '.join(lost)}")
+    return json.loads((run / BASELINE / "state.json").read_text()), arms
+
+
+def _ratio_summary(ratios: list[float]) -> dict:
+    median = float(np.median(ratios))
+    return {"ratio_rounds": ratios, "ratio_median": median, "ratio_min": float(min(ratios)),
+            "ratio_max": float(max(ratios)), "reaches_baseline_final": median <= 1.0,
+            "within_5pct": median <= 1.0 + WITHIN}
+
+
+def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT_FRACTIONS, rounds: int = ROUNDS,
+                     print_fn=print) -> dict:
+    """Compile and time every arm at each fraction of the baseline's time, the baseline's final network and
+    its control beside them; writes ``run/tune-checkpoints.json`` and returns what it holds."""
+    from .arm_timing import time_arms
+    from .rounds import this_machine
+
+    run = Path(run)
+    baseline, arms = check_run(run, arms)
+    settings = baseline["settings"]
+    here = this_machine()
+    tuned_on = set().union(*(_machines(json.loads((run / a / "state.json").read_text())) for a in [BASELINE, *arms]))
+    notes = []
+    if not baseline["done"]:
+        notes.append(f"the baseline stopped before its end ({baseline['trials']} trials): its final is not final")
+    if tuned_on - {here}:
+        notes.append(f"tuned on {', '.join(sorted(tuned_on))} and timed on {here}: a program's speed can differ "
+                     "between CPUs, so these are the programs' times here")
+    checkpoints = plan(run, arms, list(fractions), baseline["tuning_seconds"])
+    for cp in checkpoints:
+        kept = write_prefix_database(run / cp.arm, cp.trials, run / cp.folder)
+        if kept < cp.trials:
+            raise CrosstuneError(f"{run / cp.arm}: its database holds {kept} records, fewer than the {cp.trials} "
+                                 "trials its state counts by then; it cannot be cut at that time")
+    write_prefix_database(run / BASELINE, baseline["trials"], run / FOLDER / CONTROL)
+    labels = [BASELINE, f"{FOLDER}/{CONTROL}", *(cp.folder for cp in checkpoints)]
+    print_fn(f"compiling {settings['network']} {len(labels)} times (the baseline's final, its control, "
+             f"{len(checkpoints)} checkpoints) and timing them in {rounds} interleaved rounds")
+    load = list(os.getloadavg())
+    try:
+        timed = time_arms(run, labels, settings["network"], settings["hardware_config"], rounds, print_fn)["arms"]
+    except CrosstuneError:
+        raise
+    except Exception as err:  # noqa: BLE001 - TVM's errors have no common type; the run's files stay as they were
+        raise CrosstuneError(f"compiling or timing the checkpoints failed: {str(err).splitlines()[0] if str(err) else err!r}") from None
+    base_rounds = timed[BASELINE]["latency_ms_rounds"]
+
+    def entry(label: str) -> dict:
+        t = timed[label]
+        return {"latency_ms": t["latency_ms"], "latency_ms_rounds": t["latency_ms_rounds"],
+                "output_matches": t["output_matches"], "output_max_abs_error": t["output_max_abs_error"],
+                **_ratio_summary([a / b for a, b in zip(t["latency_ms_rounds"], base_rounds)])}
+
+    result = {
+        "network": settings["network"], "hardware_config": settings["hardware_config"], "timed_on": here,
+        "tuned_on": sorted(tuned_on), "rounds": rounds, "loadavg_start": load, "loadavg_end": list(os.getloadavg()),
+        "baseline": {"trials": baseline["trials"], "tuning_seconds": baseline["tuning_seconds"],
+                     "latency_ms": timed[BASELINE]["latency_ms"], "latency_ms_rounds": base_rounds,
+                     "output_matches": timed[BASELINE]["output_matches"]},
+        "control": entry(f"{FOLDER}/{CONTROL}"),
+        "checkpoints": [{"arm": cp.arm, "fraction": cp.fraction, "seconds": cp.seconds, "trials": cp.trials,
+                         "tasks_measured": cp.tasks_measured, "tasks": len(baseline["tasks"]),
+                         "estimated_latency_ms": cp.estimated_latency_ms, **entry(cp.folder)} for cp in checkpoints],
+        "notes": notes + ["ratio = the checkpoint's compiled latency / the baseline's final compiled latency, timed "
+                          "moments apart in each round; reaches / within 5% are read from the median ratio; "
+                          f"{CONTROL} is the baseline's final database compiled again: its ratios are timing noise"],
+    }
+    atomic_write_text(run / RESULT_FILE, json.dumps(result, indent=1, default=float))
+    return result
+
+
+def format_checkpoints(result: dict) -> str:
+    from ..tables import format_table
+
+    def ratio(r: dict) -> str:
+        return f"{r['ratio_median']:.3f} ({r['ratio_min']:.3f}-{r['ratio_max']:.3f})"
+
+    yes = {True: "yes", False: "no"}
+    base, control = result["baseline"], result["control"]
+    rows = [[BASELINE + " final", base["trials"], f"{base['tuning_seconds']:.0f}", "—", f"{base['latency_ms']:.3f}",
+             "1", "—", "—", yes[base["output_matches"]]],
+            [CONTROL + " (control)", base["trials"], f"{base['tuning_seconds']:.0f}", "—",
+             f"{control['latency_ms']:.3f}", ratio(control), yes[control["reaches_baseline_final"]],
+             yes[control["within_5pct"]], yes[control["output_matches"]]]]
+    for cp in result["checkpoints"]:
+        rows.append([f"{cp['arm']} at {100 * cp['fraction']:g}%", cp["trials"], f"{cp['seconds']:.0f}",
+                     f"{cp['tasks_measured']}/{cp['tasks']}", f"{cp['latency_ms']:.3f}", ratio(cp),
+                     yes[cp["reaches_baseline_final"]], yes[cp["within_5pct"]], yes[cp["output_matches"]]])
+    table = format_table(("network as tuned by", "trials", "tuning s", "tasks tuned", "compiled ms",
+                          "ratio to xgb final (min-max)", "reaches", "within 5%", "output ok"), rows)
+    return "\n".join([table, *(f"note: {n}" for n in result["notes"])])
+
+
+__all__ = ["DEFAULT_FRACTIONS", "RESULT_FILE", "format_checkpoints", "time_checkpoints", "trials_at",
+           "write_prefix_database"]
