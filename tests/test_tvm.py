@@ -403,29 +403,36 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
                            "local-sse-1c", "--json", str(tmp_path / "t2.json")]) == 2
     assert "no tuning database for missing" in capsys.readouterr().err
     # tune-checkpoints on the same database, as if two arms had tuned it: the baseline's final network, its
-    # control and the other arm cut at half the baseline's time, compiled and timed in interleaved rounds
+    # control and the other arm cut at half the baseline's time, each timed beside the baseline's; at a fifth
+    # of it no task had had a round, so that checkpoint is reported but not compiled
     from crosstune.tvm.checkpoints import format_checkpoints, time_checkpoints
 
     compare = tmp_path / "compare"
     records = (tmp_path / "run" / "database_tuning_record.json").read_text().splitlines()
+    assert len(records) > 3
     for arm in ("xgb", "crosstune"):
         shutil.copytree(tmp_path / "run", compare / arm)
         curve = [{"seconds": 10.0, "trials": 2, "task": "t0", "estimated_latency_ms": float("nan")},
+                 {"seconds": 15.0, "trials": 3, "task": "t1", "estimated_latency_ms": 4.0},
                  {"seconds": 40.0, "trials": len(records), "task": "t1", "estimated_latency_ms": 3.0}]
         (compare / arm / "state.json").write_text(json.dumps(_arm_state(curve)))
-    result = time_checkpoints(compare, fractions=[0.5], rounds=2)
-    half = result["checkpoints"][0]
-    assert (half["arm"], half["trials"], half["tasks_measured"]) == ("crosstune", 2, 1)  # 20 s in: its first round
+    result = time_checkpoints(compare, fractions=[0.2, 0.5], rounds=2)
+    early, half = result["checkpoints"]
+    assert (early["trials"], early["tasks_measured"], early["output_matches"]) == (0, 0, None)
+    assert not early["within_5pct"] and not (compare / "checkpoints" / "crosstune-at-20pct").exists()
+    assert (half["arm"], half["trials"], half["tasks_measured"], half["estimated_latency_ms"]) == ("crosstune", 3, 2, 4.0)
     cut = compare / "checkpoints" / "crosstune-at-50pct" / "database_tuning_record.json"
-    assert cut.read_text().splitlines() == records[:2]
+    assert cut.read_text().splitlines() == records[:3]
     assert half["output_matches"] and len(half["ratio_rounds"]) == 2 and half["latency_ms"] > 0
-    control = result["control"]
+    control, base = result["control"], result["baseline"]
+    assert len(base["latency_ms_timings"]) == 4 and base["output_matches"]  # one beside each of 2 networks, 2 rounds
     assert control["ratio_median"] == pytest.approx(np.median(control["ratio_rounds"])) and control["output_matches"]
-    assert control["ratio_rounds"] == [a / b for a, b in zip(control["latency_ms_rounds"],
-                                                              result["baseline"]["latency_ms_rounds"])]
-    assert json.loads((compare / "tune-checkpoints.json").read_text())["checkpoints"][0]["trials"] == 2
+    assert all(any(mine / b == pytest.approx(r) for b in base["latency_ms_timings"])
+               for mine, r in zip(control["latency_ms_rounds"], control["ratio_rounds"]))
+    assert json.loads((compare / "tune-checkpoints.json").read_text())["checkpoints"][1]["trials"] == 3
     table = format_checkpoints(result)
-    assert "crosstune at 50%" in table and "xgb-again (control)" in table and "1/2" in table
+    assert "crosstune at 20%" in table and "not compiled" in table
+    assert "crosstune at 50%" in table and "xgb-again (control)" in table and "2/2" in table
 
 
 def _arm_state(curve: list[dict]) -> dict:

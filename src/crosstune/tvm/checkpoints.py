@@ -6,8 +6,8 @@ Two things make that estimate noisy at the 5% the goals ask about (docs/BENCHMAR
 program of a one-program task read from 0.5x to 2.5x of itself in arms of one session on this VM, and a task's
 best is the lowest of its noisy readings, so the arm with more measurements of a task (the baseline, by the
 end) gets the luckier minimum. A compiled network run hundreds of times has neither: its programs are the
-ones each arm had chosen by then, timed together. The per-round ratio checkpoint / baseline pairs each timing
-with one taken moments apart, and ``xgb-again``, the baseline's own database compiled a second time, shows
+ones each arm had chosen by then, timed together. The ratio checkpoint / baseline pairs each timing with one
+of the baseline taken right before or after it, and ``xgb-again``, the baseline's own database compiled a second time, shows
 the ratio that timing noise alone gives.
 
     crosstune tune-checkpoints RUN --at 0.15,0.25
@@ -124,11 +124,56 @@ def _ratio_summary(ratios: list[float]) -> dict:
             "within_5pct": median <= 1.0 + WITHIN}
 
 
+def _compile(run: Path, folders: list[str], network: str, hardware_config: str, print_fn) -> dict:
+    """{folder: CompiledNetwork}: each database's best programs compiled into the network, output checked."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from .compiled import CompiledNetwork
+    from .measure import configuration, target_of
+    from .networks import extract_network_tasks
+
+    config = configuration(hardware_config)
+    os.environ["TVM_NUM_THREADS"] = str(config.num_cores)  # before TVM's thread pool starts
+    target = target_of(config)
+    mod, _ = extract_network_tasks(network, target)
+    compiled = {}
+    for folder in folders:
+        database = ms.database.JSONDatabase(*(str(run / folder / f) for f in DATABASE_FILES), allow_missing=False)
+        compiled[folder] = CompiledNetwork(database, mod, target, network, config.num_cores)
+        print_fn(f"{folder}: compiled, output {'matches' if compiled[folder].check['output_matches'] else 'DIFFERS'}")
+    return compiled
+
+
+def paired_timings(compiled: dict, baseline: str, rounds: int, print_fn=print) -> tuple[list[float], dict]:
+    """The baseline's timings, and per other network its timings and its ratios to a baseline timing taken
+    right beside it (each pair's order alternates, the networks' order rotates by round): on this VM the
+    baseline's own median moved from 23 to 44 ms within minutes, which a ratio across a whole round of
+    networks carries into every figure; a pair a second apart shares the machine's speed."""
+    def once(name: str) -> float:  # median of 3 repeats of at least 100 ms
+        return float(np.median(compiled[name].time_tvm(1, repeat=3)))
+
+    others = [name for name in compiled if name != baseline]
+    base_ms: list[float] = []
+    timed = {name: {"latency_ms_rounds": [], "ratio_rounds": []} for name in others}
+    for r in range(rounds):
+        for i, name in enumerate(others[r % len(others):] + others[:r % len(others)]):
+            if (r + i) % 2:
+                mine, base = once(name), once(baseline)
+            else:
+                base, mine = once(baseline), once(name)
+            base_ms.append(base)
+            timed[name]["latency_ms_rounds"].append(mine)
+            timed[name]["ratio_rounds"].append(mine / base)
+        print_fn(f"round {r + 1}/{rounds}: {baseline} median so far {np.median(base_ms):.2f} ms")
+    return base_ms, timed
+
+
 def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT_FRACTIONS, rounds: int = ROUNDS,
                      print_fn=print) -> dict:
-    """Compile and time every arm at each fraction of the baseline's time, the baseline's final network and
-    its control beside them; writes ``run/tune-checkpoints.json`` and returns what it holds."""
-    from .arm_timing import time_arms
+    """Compile and time every arm at each fraction of the baseline's time, each beside the baseline's final
+    network, and the baseline's control; writes ``run/tune-checkpoints.json`` and returns what it holds.
+    A checkpoint before every task had a round is not compiled: its untuned tasks would run TVM's default
+    schedules (ResNet-18 then took 0.8-0.9 s instead of 27 ms), so it is short of the goal whatever its time."""
     from .rounds import this_machine
 
     run = Path(run)
@@ -143,43 +188,50 @@ def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT
         notes.append(f"tuned on {', '.join(sorted(tuned_on))} and timed on {here}: a program's speed can differ "
                      "between CPUs, so these are the programs' times here")
     checkpoints = plan(run, arms, list(fractions), baseline["tuning_seconds"])
-    for cp in checkpoints:
+    whole = [cp for cp in checkpoints if cp.tasks_measured == len(baseline["tasks"])]
+    for cp in whole:
         kept = write_prefix_database(run / cp.arm, cp.trials, run / cp.folder)
         if kept < cp.trials:
             raise CrosstuneError(f"{run / cp.arm}: its database holds {kept} records, fewer than the {cp.trials} "
                                  "trials its state counts by then; it cannot be cut at that time")
-    write_prefix_database(run / BASELINE, baseline["trials"], run / FOLDER / CONTROL)
-    labels = [BASELINE, f"{FOLDER}/{CONTROL}", *(cp.folder for cp in checkpoints)]
-    print_fn(f"compiling {settings['network']} {len(labels)} times (the baseline's final, its control, "
-             f"{len(checkpoints)} checkpoints) and timing them in {rounds} interleaved rounds")
+    control = f"{FOLDER}/{CONTROL}"
+    write_prefix_database(run / BASELINE, baseline["trials"], run / control)
+    print_fn(f"compiling {settings['network']} {len(whole) + 2} times (the baseline's final, its control, "
+             f"{len(whole)} checkpoints; {len(checkpoints) - len(whole)} more came before every task had a round) "
+             f"and timing each beside the baseline in {rounds} rounds")
     load = list(os.getloadavg())
     try:
-        timed = time_arms(run, labels, settings["network"], settings["hardware_config"], rounds, print_fn)["arms"]
+        compiled = _compile(run, [BASELINE, control, *(cp.folder for cp in whole)], settings["network"],
+                            settings["hardware_config"], print_fn)
+        base_ms, timed = paired_timings(compiled, BASELINE, rounds, print_fn)
     except CrosstuneError:
         raise
     except Exception as err:  # noqa: BLE001 - TVM's errors have no common type; the run's files stay as they were
         raise CrosstuneError(f"compiling or timing the checkpoints failed: {str(err).splitlines()[0] if str(err) else err!r}") from None
-    base_rounds = timed[BASELINE]["latency_ms_rounds"]
 
-    def entry(label: str) -> dict:
-        t = timed[label]
-        return {"latency_ms": t["latency_ms"], "latency_ms_rounds": t["latency_ms_rounds"],
-                "output_matches": t["output_matches"], "output_max_abs_error": t["output_max_abs_error"],
-                **_ratio_summary([a / b for a, b in zip(t["latency_ms_rounds"], base_rounds)])}
+    def entry(folder: str) -> dict:
+        t = timed[folder]
+        return {"latency_ms": float(np.median(t["latency_ms_rounds"])), "latency_ms_rounds": t["latency_ms_rounds"],
+                **compiled[folder].check, **_ratio_summary(t["ratio_rounds"])}
 
+    untuned = {"latency_ms": float("nan"), "output_matches": None, "ratio_median": float("nan"),
+               "reaches_baseline_final": False, "within_5pct": False}
     result = {
         "network": settings["network"], "hardware_config": settings["hardware_config"], "timed_on": here,
         "tuned_on": sorted(tuned_on), "rounds": rounds, "loadavg_start": load, "loadavg_end": list(os.getloadavg()),
         "baseline": {"trials": baseline["trials"], "tuning_seconds": baseline["tuning_seconds"],
-                     "latency_ms": timed[BASELINE]["latency_ms"], "latency_ms_rounds": base_rounds,
-                     "output_matches": timed[BASELINE]["output_matches"]},
-        "control": entry(f"{FOLDER}/{CONTROL}"),
+                     "latency_ms": float(np.median(base_ms)), "latency_ms_timings": base_ms,
+                     **compiled[BASELINE].check},
+        "control": entry(control),
         "checkpoints": [{"arm": cp.arm, "fraction": cp.fraction, "seconds": cp.seconds, "trials": cp.trials,
                          "tasks_measured": cp.tasks_measured, "tasks": len(baseline["tasks"]),
-                         "estimated_latency_ms": cp.estimated_latency_ms, **entry(cp.folder)} for cp in checkpoints],
+                         "estimated_latency_ms": cp.estimated_latency_ms,
+                         **(entry(cp.folder) if cp in whole else untuned)} for cp in checkpoints],
         "notes": notes + ["ratio = the checkpoint's compiled latency / the baseline's final compiled latency, timed "
-                          "moments apart in each round; reaches / within 5% are read from the median ratio; "
-                          f"{CONTROL} is the baseline's final database compiled again: its ratios are timing noise"],
+                          "one right after the other, in alternating order; reaches / within 5% are read from the "
+                          f"median ratio; {CONTROL} is the baseline's final database compiled again: its ratios are "
+                          "timing noise; a checkpoint before every task had a round is not compiled (short of the "
+                          "goal: its untuned tasks would run TVM's default schedules)"],
     }
     atomic_write_text(run / RESULT_FILE, json.dumps(result, indent=1, default=float))
     return result
@@ -199,9 +251,11 @@ def format_checkpoints(result: dict) -> str:
              f"{control['latency_ms']:.3f}", ratio(control), yes[control["reaches_baseline_final"]],
              yes[control["within_5pct"]], yes[control["output_matches"]]]]
     for cp in result["checkpoints"]:
+        compiled = cp["output_matches"] is not None
         rows.append([f"{cp['arm']} at {100 * cp['fraction']:g}%", cp["trials"], f"{cp['seconds']:.0f}",
-                     f"{cp['tasks_measured']}/{cp['tasks']}", f"{cp['latency_ms']:.3f}", ratio(cp),
-                     yes[cp["reaches_baseline_final"]], yes[cp["within_5pct"]], yes[cp["output_matches"]]])
+                     f"{cp['tasks_measured']}/{cp['tasks']}", f"{cp['latency_ms']:.3f}" if compiled else "not compiled",
+                     ratio(cp) if compiled else "—", yes[cp["reaches_baseline_final"]], yes[cp["within_5pct"]],
+                     yes[cp["output_matches"]] if compiled else "—"])
     table = format_table(("network as tuned by", "trials", "tuning s", "tasks tuned", "compiled ms",
                           "ratio to xgb final (min-max)", "reaches", "within 5%", "output ok"), rows)
     return "\n".join([table, *(f"note: {n}" for n in result["notes"])])
