@@ -419,7 +419,7 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
     result = time_checkpoints(compare, fractions=[0.2, 0.5], rounds=2)
     early, half = result["checkpoints"]
     assert (early["trials"], early["tasks_measured"], early["output_matches"]) == (0, 0, None)
-    assert not early["within_5pct"] and not (compare / "checkpoints" / "crosstune-at-20pct").exists()
+    assert early["within_5pct"] == "no" and not (compare / "checkpoints" / "crosstune-at-20pct").exists()
     assert (half["arm"], half["trials"], half["tasks_measured"], half["estimated_latency_ms"]) == ("crosstune", 3, 2, 4.0)
     cut = compare / "checkpoints" / "crosstune-at-50pct" / "database_tuning_record.json"
     assert cut.read_text().splitlines() == records[:3]
@@ -468,6 +468,15 @@ def test_a_checkpoint_database_holds_the_arms_first_records_and_nothing_else(tmp
     assert len(database.get_all_tuning_records()) == 8
     assert write_prefix_database(arm, 100, tmp_path / "all") == len(lines)  # the caller says when that is short
     assert not list(tmp_path.glob(".*staging"))
+
+
+def test_a_checkpoint_verdict_within_the_controls_noise_is_unclear():
+    from crosstune.tvm.checkpoints import verdict
+
+    # the control (the baseline timed against itself) read 1.02: differences up to 0.02 are noise
+    assert [verdict(r, 1.0, 0.02) for r in (0.97, 0.99, 1.0, 1.02, 1.03)] == ["yes", "unclear", "unclear", "unclear", "no"]
+    assert verdict(1.07, 1.05, 0.0) == "no" and verdict(1.05, 1.05, 0.0) == "yes"
+    assert verdict(float("nan"), 1.05, 0.0) == "no"  # not compiled: some task never had a round
 
 
 def test_tune_checkpoints_refuses_a_folder_that_is_not_a_tuning_run_with_one_line(tmp_path, capsys):

@@ -696,11 +696,16 @@ def _tune_checkpoints_args(p: argparse.ArgumentParser) -> Handler:
                         "longer than the baseline did on the same trials)")
     p.add_argument("--arms", default=None, help="arm folders to checkpoint, comma-separated (default: every arm but xgb)")
     p.add_argument("--rounds", type=POSITIVE_INT, default=ROUNDS, help="interleaved timing rounds (median)")
+    p.add_argument("--report-only", action="store_true", help="print the table of RUN's saved tune-checkpoints.json, "
+                                                              "timing nothing")
 
     def run(args: argparse.Namespace) -> int:
         from .tvm import require_tvm
-        from .tvm.checkpoints import check_run, format_checkpoints, time_checkpoints
+        from .tvm.checkpoints import check_run, format_checkpoints, saved_checkpoints, time_checkpoints
 
+        if args.report_only:
+            print(format_checkpoints(saved_checkpoints(Path(args.run))))
+            return 0
         check_run(Path(args.run), split_list(args.arms) if args.arms else None)  # before TVM loads
         require_tvm()
         result = time_checkpoints(Path(args.run), split_list(args.arms) if args.arms else None, args.at,

@@ -118,10 +118,22 @@ def check_run(run: Path, arms: list[str] | None) -> tuple[dict, list[str]]:
 
 
 def _ratio_summary(ratios: list[float]) -> dict:
-    median = float(np.median(ratios))
-    return {"ratio_rounds": ratios, "ratio_median": median, "ratio_min": float(min(ratios)),
-            "ratio_max": float(max(ratios)), "reaches_baseline_final": median <= 1.0,
-            "within_5pct": median <= 1.0 + WITHIN}
+    return {"ratio_rounds": ratios, "ratio_median": float(np.median(ratios)), "ratio_min": float(min(ratios)),
+            "ratio_max": float(max(ratios))}
+
+
+def verdict(ratio: float, goal: float, resolution: float) -> str:
+    """``yes`` when the median ratio is at or below ``goal`` by more than the timing's ``resolution`` (how far
+    the control's median ratio, the same network twice, is from 1), ``no`` when above it by more, else
+    ``unclear``: a difference the timing cannot tell from noise."""
+    if not np.isfinite(ratio):
+        return "no"  # not compiled: tasks still untuned
+    return "yes" if ratio <= goal - resolution else "no" if ratio > goal + resolution else "unclear"
+
+
+def _add_verdicts(entry: dict, resolution: float) -> dict:
+    return {**entry, "reaches_baseline_final": verdict(entry["ratio_median"], 1.0, resolution),
+            "within_5pct": verdict(entry["ratio_median"], 1.0 + WITHIN, resolution)}
 
 
 def _compile(run: Path, folders: list[str], network: str, hardware_config: str, print_fn) -> dict:
@@ -214,26 +226,44 @@ def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT
         return {"latency_ms": float(np.median(t["latency_ms_rounds"])), "latency_ms_rounds": t["latency_ms_rounds"],
                 **compiled[folder].check, **_ratio_summary(t["ratio_rounds"])}
 
-    untuned = {"latency_ms": float("nan"), "output_matches": None, "ratio_median": float("nan"),
-               "reaches_baseline_final": False, "within_5pct": False}
+    untuned = {"latency_ms": float("nan"), "output_matches": None, "ratio_median": float("nan")}
+    control_entry = entry(control)
+    resolution = abs(control_entry["ratio_median"] - 1.0)
     result = {
         "network": settings["network"], "hardware_config": settings["hardware_config"], "timed_on": here,
         "tuned_on": sorted(tuned_on), "rounds": rounds, "loadavg_start": load, "loadavg_end": list(os.getloadavg()),
         "baseline": {"trials": baseline["trials"], "tuning_seconds": baseline["tuning_seconds"],
                      "latency_ms": float(np.median(base_ms)), "latency_ms_timings": base_ms,
                      **compiled[BASELINE].check},
-        "control": entry(control),
+        "resolution": resolution,
+        "control": _add_verdicts(control_entry, resolution),
         "checkpoints": [{"arm": cp.arm, "fraction": cp.fraction, "seconds": cp.seconds, "trials": cp.trials,
                          "tasks_measured": cp.tasks_measured, "tasks": len(baseline["tasks"]),
                          "estimated_latency_ms": cp.estimated_latency_ms,
-                         **(entry(cp.folder) if cp in whole else untuned)} for cp in checkpoints],
+                         **_add_verdicts(entry(cp.folder) if cp in whole else untuned, resolution)}
+                        for cp in checkpoints],
         "notes": notes + ["ratio = the checkpoint's compiled latency / the baseline's final compiled latency, timed "
                           "one right after the other, in alternating order; reaches / within 5% are read from the "
                           f"median ratio; {CONTROL} is the baseline's final database compiled again: its ratios are "
-                          "timing noise; a checkpoint before every task had a round is not compiled (short of the "
+                          f"timing noise, and a median ratio within {resolution:.3f} (its median's distance from 1) "
+                          "of a goal is unclear; a checkpoint before every task had a round is not compiled (short of the "
                           "goal: its untuned tasks would run TVM's default schedules)"],
     }
     atomic_write_text(run / RESULT_FILE, json.dumps(result, indent=1, default=float))
+    return result
+
+
+def saved_checkpoints(run: Path) -> dict:
+    """``run/tune-checkpoints.json`` as written, its verdicts recomputed from the ratios (files of the first
+    version, 2026-12-07, held yes/no without the control's resolution)."""
+    path = Path(run) / RESULT_FILE
+    if not path.is_file():
+        raise CrosstuneError(f"{run}: no {RESULT_FILE}; run crosstune tune-checkpoints {run} first")
+    result = json.loads(path.read_text())
+    resolution = abs(result["control"]["ratio_median"] - 1.0)
+    result["resolution"] = resolution
+    result["control"] = _add_verdicts(result["control"], resolution)
+    result["checkpoints"] = [_add_verdicts(cp, resolution) for cp in result["checkpoints"]]
     return result
 
 
@@ -243,23 +273,23 @@ def format_checkpoints(result: dict) -> str:
     def ratio(r: dict) -> str:
         return f"{r['ratio_median']:.3f} ({r['ratio_min']:.3f}-{r['ratio_max']:.3f})"
 
-    yes = {True: "yes", False: "no"}
+    yes = {True: "yes", False: "NO"}
     base, control = result["baseline"], result["control"]
     rows = [[BASELINE + " final", base["trials"], f"{base['tuning_seconds']:.0f}", "—", f"{base['latency_ms']:.3f}",
              "1", "—", "—", yes[base["output_matches"]]],
             [CONTROL + " (control)", base["trials"], f"{base['tuning_seconds']:.0f}", "—",
-             f"{control['latency_ms']:.3f}", ratio(control), yes[control["reaches_baseline_final"]],
-             yes[control["within_5pct"]], yes[control["output_matches"]]]]
+             f"{control['latency_ms']:.3f}", ratio(control), control["reaches_baseline_final"],
+             control["within_5pct"], yes[control["output_matches"]]]]
     for cp in result["checkpoints"]:
         compiled = cp["output_matches"] is not None
         rows.append([f"{cp['arm']} at {100 * cp['fraction']:g}%", cp["trials"], f"{cp['seconds']:.0f}",
                      f"{cp['tasks_measured']}/{cp['tasks']}", f"{cp['latency_ms']:.3f}" if compiled else "not compiled",
-                     ratio(cp) if compiled else "—", yes[cp["reaches_baseline_final"]], yes[cp["within_5pct"]],
+                     ratio(cp) if compiled else "—", cp["reaches_baseline_final"], cp["within_5pct"],
                      yes[cp["output_matches"]] if compiled else "—"])
     table = format_table(("network as tuned by", "trials", "tuning s", "tasks tuned", "compiled ms",
                           "ratio to xgb final (min-max)", "reaches", "within 5%", "output ok"), rows)
     return "\n".join([table, *(f"note: {n}" for n in result["notes"])])
 
 
-__all__ = ["DEFAULT_FRACTIONS", "RESULT_FILE", "format_checkpoints", "time_checkpoints", "trials_at",
-           "write_prefix_database"]
+__all__ = ["DEFAULT_FRACTIONS", "RESULT_FILE", "format_checkpoints", "saved_checkpoints", "time_checkpoints",
+           "trials_at", "verdict", "write_prefix_database"]
