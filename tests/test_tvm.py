@@ -671,7 +671,7 @@ def test_light_search_lightens_only_one_program_rounds_and_light_first_rounds():
         settings = ArmSettings("crosstune", "model", "mobilenet_v2", "local-avx2-2c", ["conv2d"],
                                head_start=list(head_start), search=SearchSettings(512, 4, 50))
         return SimpleNamespace(settings=settings, state={"tasks": [{"rounds": rounds}]},
-                               _contexts_by_search={"made": []} if "light-search" in head_start else {},
+                               _contexts_by_search={"made": []} if {"light-search", "lean-first-pass"} & set(head_start) else {},
                                one_program=lambda index: one_program, light=lambda index: light)
 
     both = ["one-program-tasks", "light-first-round", "light-search"]
@@ -682,6 +682,11 @@ def test_light_search_lightens_only_one_program_rounds_and_light_first_rounds():
     assert Arm.round_search(arm(["one-program-tasks", "light-first-round"], light=True), 0) is None  # option off
     # a one-program task searched for a full round (one-program-tasks off) keeps the full search too
     assert Arm.round_search(arm(["light-first-round", "light-search"], one_program=True), 0) is None
+    # lean-first-pass: every task's first round gets the halved search, heavy ones too; later rounds the arm's
+    lean = ["one-program-tasks", "light-first-round", "light-search", "lean-first-pass"]
+    assert Arm.round_search(arm(lean), 0) == SearchSettings(256, 2, 50)
+    assert Arm.round_search(arm(lean, rounds=1), 0) is None
+    assert Arm.round_search(arm(lean, one_program=True), 0) == ONE_PROGRAM_SEARCH
 
 
 def test_explore_on_stall_draws_half_a_stalled_tasks_round_at_random():

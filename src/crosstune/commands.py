@@ -633,7 +633,8 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
                         "(online-trees, off by default); search 4 samples for a one-program task and half the "
                         "population and iterations for a light task's first round (light-search); after a round that found "
                         "nothing faster, draw half the task's next round at random instead of 5%% (explore-on-stall, "
-                        "off by default)")
+                        "off by default); every task's first round searches half the population and iterations "
+                        "(lean-first-pass, off by default)")
     p.add_argument("--first-round-trials", type=POSITIVE_INT, default=16,
                    help="first round of a task with small-first-round, or of a light task with light-first-round")
     p.add_argument("--round-trials", type=POSITIVE_INT, default=64, help="programs per round (MetaSchedule's default)")
