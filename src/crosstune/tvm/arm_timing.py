@@ -30,22 +30,9 @@ TIMING_FILE = "end-to-end.json"
 def time_arms(run: Path, arms: list[str], network: str, hardware_config: str, rounds: int = ROUNDS,
               print_fn=print) -> dict:
     """{arm: {latency_ms (median over rounds), latency_ms_rounds, pytorch_latency_ms, output checks}, ...}"""
-    from tvm.s_tir import meta_schedule as ms
+    from .compiled import compile_databases
 
-    from .compiled import CompiledNetwork
-    from .measure import configuration, target_of
-    from .networks import extract_network_tasks
-
-    config = configuration(hardware_config)
-    os.environ["TVM_NUM_THREADS"] = str(config.num_cores)  # before TVM's thread pool starts
-    target = target_of(config)
-    mod, _ = extract_network_tasks(network, target)
-    compiled = {}
-    for arm in arms:
-        database = ms.database.JSONDatabase(str(run / arm / "database_workload.json"),
-                                            str(run / arm / "database_tuning_record.json"), allow_missing=False)
-        compiled[arm] = CompiledNetwork(database, mod, target, network, config.num_cores)
-        print_fn(f"{arm}: compiled, output {'matches' if compiled[arm].check['output_matches'] else 'DIFFERS'}")
+    compiled = compile_databases(run, arms, network, hardware_config, print_fn)
     slow = any(c.slow for c in compiled.values())
     number = 1 if slow else 5
     tvm_ms = {arm: [] for arm in arms}

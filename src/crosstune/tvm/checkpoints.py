@@ -136,26 +136,6 @@ def _add_verdicts(entry: dict, resolution: float) -> dict:
             "within_5pct": verdict(entry["ratio_median"], 1.0 + WITHIN, resolution)}
 
 
-def _compile(run: Path, folders: list[str], network: str, hardware_config: str, print_fn) -> dict:
-    """{folder: CompiledNetwork}: each database's best programs compiled into the network, output checked."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from .compiled import CompiledNetwork
-    from .measure import configuration, target_of
-    from .networks import extract_network_tasks
-
-    config = configuration(hardware_config)
-    os.environ["TVM_NUM_THREADS"] = str(config.num_cores)  # before TVM's thread pool starts
-    target = target_of(config)
-    mod, _ = extract_network_tasks(network, target)
-    compiled = {}
-    for folder in folders:
-        database = ms.database.JSONDatabase(*(str(run / folder / f) for f in DATABASE_FILES), allow_missing=False)
-        compiled[folder] = CompiledNetwork(database, mod, target, network, config.num_cores)
-        print_fn(f"{folder}: compiled, output {'matches' if compiled[folder].check['output_matches'] else 'DIFFERS'}")
-    return compiled
-
-
 def paired_timings(compiled: dict, baseline: str, rounds: int, print_fn=print) -> tuple[list[float], dict]:
     """The baseline's timings, and per other network its timings and its ratios to a baseline timing taken
     right beside it (each pair's order alternates, the networks' order rotates by round): on this VM the
@@ -186,6 +166,7 @@ def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT
     network, and the baseline's control; writes ``run/tune-checkpoints.json`` and returns what it holds.
     A checkpoint before every task had a round is not compiled: its untuned tasks would run TVM's default
     schedules (ResNet-18 then took 0.8-0.9 s instead of 27 ms), so it is short of the goal whatever its time."""
+    from .compiled import compile_databases
     from .rounds import this_machine
 
     run = Path(run)
@@ -213,8 +194,8 @@ def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT
              f"and timing each beside the baseline in {rounds} rounds")
     load = list(os.getloadavg())
     try:
-        compiled = _compile(run, [BASELINE, control, *(cp.folder for cp in whole)], settings["network"],
-                            settings["hardware_config"], print_fn)
+        compiled = compile_databases(run, [BASELINE, control, *(cp.folder for cp in whole)], settings["network"],
+                                     settings["hardware_config"], print_fn)
         base_ms, timed = paired_timings(compiled, BASELINE, rounds, print_fn)
     except CrosstuneError:
         raise

@@ -73,4 +73,27 @@ class CompiledNetwork:
         return times
 
 
-__all__ = ["SLOW_RUN_SECONDS", "CompiledNetwork"]
+def compile_databases(run, folders: list[str], network: str, hardware_config: str, print_fn=print) -> dict:
+    """{folder: CompiledNetwork} for each MetaSchedule JSON database ``run/folder`` (the network compiled with
+    its best programs, output checked), on the configuration's cores."""
+    from pathlib import Path
+
+    from tvm.s_tir import meta_schedule as ms
+
+    from .measure import configuration, target_of
+    from .networks import extract_network_tasks
+
+    config = configuration(hardware_config)
+    os.environ["TVM_NUM_THREADS"] = str(config.num_cores)  # before TVM's thread pool starts
+    target = target_of(config)
+    mod, _ = extract_network_tasks(network, target)
+    compiled = {}
+    for folder in folders:
+        database = ms.database.JSONDatabase(str(Path(run) / folder / "database_workload.json"),
+                                            str(Path(run) / folder / "database_tuning_record.json"), allow_missing=False)
+        compiled[folder] = CompiledNetwork(database, mod, target, network, config.num_cores)
+        print_fn(f"{folder}: compiled, output {'matches' if compiled[folder].check['output_matches'] else 'DIFFERS'}")
+    return compiled
+
+
+__all__ = ["SLOW_RUN_SECONDS", "CompiledNetwork", "compile_databases"]
