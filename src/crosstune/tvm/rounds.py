@@ -91,8 +91,8 @@ def _search_key(search: SearchSettings) -> str:
 # iterations. The first pass decides when a network can first be compiled with every task tuned, and a round's
 # search costs about the same whatever it measures (12-15 s of a 64-program round on the Zen 4), so on
 # MobileNet-V2 the first pass ended at 15.4-15.6% of XGBoost's time, just past the 15% goal. Off by default: in
-# its one run (session 40) the first pass ended at 13.4%, but the network compiled at 15% was 6.1% slower than
-# XGBoost's final (tune-checkpoints), against the default's 2.4-5.7% once its first pass was over.
+# its two runs (session 40) the first pass ended at 13.4% and 14.0%, but the network compiled at 15% was 6.1% and
+# 10.0% slower than XGBoost's final (tune-checkpoints), against the default's 2.4-5.7% once its first pass was over.
 
 
 def light_first_search(search: SearchSettings) -> SearchSettings:
