@@ -707,10 +707,11 @@ def _tune_checkpoints_args(p: argparse.ArgumentParser) -> Handler:
         if args.report_only:
             print(format_checkpoints(saved_checkpoints(Path(args.run))))
             return 0
-        check_run(Path(args.run), split_list(args.arms) if args.arms else None)  # before TVM loads
+        arms = split_list(args.arms) if args.arms else None
+        check_run(Path(args.run), arms)  # a mistyped folder or arm fails here, before TVM loads
         require_tvm()
-        result = time_checkpoints(Path(args.run), split_list(args.arms) if args.arms else None, args.at,
-                                  args.rounds, print_fn=functools.partial(print, flush=True))
+        result = time_checkpoints(Path(args.run), arms, args.at, args.rounds,
+                                  print_fn=functools.partial(print, flush=True))
         print(format_checkpoints(result))
         print(f"report: {Path(args.run) / 'tune-checkpoints.json'}")
         return 0 if all(c["output_matches"] for c in result["checkpoints"]) and result["baseline"]["output_matches"] else 1

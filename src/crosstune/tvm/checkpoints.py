@@ -28,6 +28,7 @@ import numpy as np
 from ..atomic import staged_directory
 from ..atomic import write_text as atomic_write_text
 from ..errors import CrosstuneError
+from .compiled import DATABASE_FILES
 
 BASELINE = "xgb"
 CONTROL = "xgb-again"  # the baseline's final database compiled twice: the noise floor of every ratio
@@ -36,7 +37,6 @@ RESULT_FILE = "tune-checkpoints.json"
 DEFAULT_FRACTIONS = (0.15, 0.25)  # issue 13's goals: within 5% by 15% of the baseline's time, its final by 25%
 ROUNDS = 10
 WITHIN = 0.05
-DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
 
 
 def trials_at(curve: list[dict], seconds: float) -> int:
@@ -80,10 +80,11 @@ class Checkpoint:
         return f"{FOLDER}/{self.arm}-at-{100 * self.fraction:g}pct"
 
 
-def plan(run: Path, arms: list[str], fractions: list[float], base_seconds: float) -> list[Checkpoint]:
+def plan(states: dict[str, dict], fractions: list[float], base_seconds: float) -> list[Checkpoint]:
+    """A checkpoint per arm (``states``: arm -> its state.json) and fraction of the baseline's seconds."""
     checkpoints = []
-    for arm in arms:
-        curve = json.loads((run / arm / "state.json").read_text())["curve"]
+    for arm, state in states.items():
+        curve = state["curve"]
         for fraction in fractions:
             seconds = fraction * base_seconds
             estimates = [p["estimated_latency_ms"] for p in curve if p["seconds"] <= seconds]
@@ -173,14 +174,15 @@ def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT
     baseline, arms = check_run(run, arms)
     settings = baseline["settings"]
     here = this_machine()
-    tuned_on = set().union(*(_machines(json.loads((run / a / "state.json").read_text())) for a in [BASELINE, *arms]))
+    states = {arm: json.loads((run / arm / "state.json").read_text()) for arm in arms}
+    tuned_on = set().union(_machines(baseline), *(_machines(state) for state in states.values()))
     notes = []
     if not baseline["done"]:
         notes.append(f"the baseline stopped before its end ({baseline['trials']} trials): its final is not final")
     if tuned_on - {here}:
         notes.append(f"tuned on {', '.join(sorted(tuned_on))} and timed on {here}: a program's speed can differ "
                      "between CPUs, so these are the programs' times here")
-    checkpoints = plan(run, arms, list(fractions), baseline["tuning_seconds"])
+    checkpoints = plan(states, list(fractions), baseline["tuning_seconds"])
     whole = [cp for cp in checkpoints if cp.tasks_measured == len(baseline["tasks"])]
     for cp in whole:
         kept = write_prefix_database(run / cp.arm, cp.trials, run / cp.folder)

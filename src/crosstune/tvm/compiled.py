@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from .networks import network_instance
 # A network whose kernels are mostly untuned can take seconds per run (BERT's layer: 4.4 s on one core),
 # where 5 x 5 runs would take minutes and say no more: then single runs.
 SLOW_RUN_SECONDS = 0.5
+DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")  # a MetaSchedule JSON database
 
 
 class CompiledNetwork:
@@ -76,8 +78,6 @@ class CompiledNetwork:
 def compile_databases(run, folders: list[str], network: str, hardware_config: str, print_fn=print) -> dict:
     """{folder: CompiledNetwork} for each MetaSchedule JSON database ``run/folder`` (the network compiled with
     its best programs, output checked), on the configuration's cores."""
-    from pathlib import Path
-
     from tvm.s_tir import meta_schedule as ms
 
     from .measure import configuration, target_of
@@ -89,11 +89,11 @@ def compile_databases(run, folders: list[str], network: str, hardware_config: st
     mod, _ = extract_network_tasks(network, target)
     compiled = {}
     for folder in folders:
-        database = ms.database.JSONDatabase(str(Path(run) / folder / "database_workload.json"),
-                                            str(Path(run) / folder / "database_tuning_record.json"), allow_missing=False)
+        database = ms.database.JSONDatabase(*(str(Path(run) / folder / name) for name in DATABASE_FILES),
+                                            allow_missing=False)
         compiled[folder] = CompiledNetwork(database, mod, target, network, config.num_cores)
         print_fn(f"{folder}: compiled, output {'matches' if compiled[folder].check['output_matches'] else 'DIFFERS'}")
     return compiled
 
 
-__all__ = ["SLOW_RUN_SECONDS", "CompiledNetwork", "compile_databases"]
+__all__ = ["DATABASE_FILES", "SLOW_RUN_SECONDS", "CompiledNetwork", "compile_databases"]
