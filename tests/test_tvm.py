@@ -660,6 +660,11 @@ def test_a_first_round_is_small_only_with_the_small_first_round_option():
     assert Arm.round_size(arm(["light-first-round"], rounds=0, light=False), 0, budget=1000) == 64
     assert Arm.round_size(arm(["light-first-round"], rounds=1, light=True), 0, budget=1000) == 64
     assert Arm.round_size(arm(["early-stop"], rounds=0, light=True), 0, budget=1000) == 64  # not without the option
+    # trimmed-first-round: a heavy task's first round is three quarters of a round; a light one keeps its 16
+    trimmed = [*DEFAULT_HEAD_START, "trimmed-first-round"]
+    assert Arm.round_size(arm(trimmed, rounds=0), 0, budget=1000) == 48
+    assert Arm.round_size(arm(trimmed, rounds=0, light=True), 0, budget=1000) == 16
+    assert Arm.round_size(arm(trimmed, rounds=1), 0, budget=1000) == 64
 
 
 def test_light_search_lightens_only_one_program_rounds_and_light_first_rounds():
@@ -776,6 +781,9 @@ def test_tune_compare_refuses_bad_options_with_one_line(capsys, tmp_path):
     assert "cannot be combined with --overwrite" in capsys.readouterr().err
     assert main([*common, "--out", str(tmp_path / "m"), "--model", "M", "--pretrain-on", "all"]) == 2
     assert "--model is already trained" in capsys.readouterr().err
+    assert main([*common, "--out", str(tmp_path / "c"), "--checkpoints", "0.15,0"]) == 2
+    err = capsys.readouterr().err
+    assert "--checkpoints" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
 
 
 def test_tune_compare_says_whether_a_given_model_saw_the_tuned_configuration(tmp_path, tiny_dataset):

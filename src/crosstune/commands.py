@@ -634,7 +634,8 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
                         "population and iterations for a light task's first round (light-search); after a round that found "
                         "nothing faster, draw half the task's next round at random instead of 5%% (explore-on-stall, "
                         "off by default); every task's first round searches half the population and iterations "
-                        "(lean-first-pass, off by default)")
+                        "(lean-first-pass, off by default); a heavy task's first round measures three quarters of a "
+                        "round (trimmed-first-round, off by default)")
     p.add_argument("--first-round-trials", type=POSITIVE_INT, default=16,
                    help="first round of a task with small-first-round, or of a light task with light-first-round")
     p.add_argument("--round-trials", type=POSITIVE_INT, default=64, help="programs per round (MetaSchedule's default)")
@@ -647,6 +648,10 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--crosstune-genetic-iters", type=POSITIVE_INT, default=None,
                    help="the crosstune arm's own search iterations (default: --genetic-iters)")
     p.add_argument("--skip-end-to-end", action="store_true", help="do not compile, check and time the tuned networks (done once every arm has finished, in a fresh process, arms interleaved)")
+    p.add_argument("--checkpoints", type=number_list(number(0.0, 2.0, closed_low=False)), default=[],
+                   metavar="FRACTIONS",
+                   help="once the arms are done, compile every other arm's network as it stood at these fractions of "
+                        "xgb's tuning time (e.g. 0.15,0.25) and time it beside xgb's final (tune-checkpoints)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed")
 
     def run(args: argparse.Namespace) -> int:
@@ -674,14 +679,18 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
             crosstune_search=None if args.crosstune_population is None and args.crosstune_genetic_iters is None
             else _search_settings(args.crosstune_population or args.population,
                                   args.crosstune_genetic_iters or args.genetic_iters),
-            seed=args.seed, end_to_end=not args.skip_end_to_end, report_only=args.report_only)
+            seed=args.seed, end_to_end=not args.skip_end_to_end, report_only=args.report_only,
+            checkpoints=args.checkpoints)
         with out:
             summary = tune_compare(settings, print_fn=functools.partial(print, flush=True))  # in order with TVM's log
         print(f"report: {Path(args.out) / 'tune-compare.json'}, curves: {Path(args.out) / 'tune-compare-curve.png'}")
-        if len(summary["runs"]) > 1:
+        if "checkpoints" in summary:
+            print(f"checkpoints: {summary['checkpoints']['file']}")
+        elif len(summary["runs"]) > 1:
             print(f"the arms' networks as they stood at 15% and 25% of xgb's time, compiled and timed beside xgb's "
-                  f"final: crosstune tune-checkpoints {args.out}")
+                  f"final: crosstune tune-checkpoints {args.out} (or --checkpoints 0.15,0.25 here)")
         ok = [r["output_matches"] for r in summary["runs"].values() if r["output_matches"] is not None]
+        ok += [summary["checkpoints"]["output_matches"]] if "checkpoints" in summary else []
         return 0 if all(ok) else 1
     return run
 
@@ -702,7 +711,7 @@ def _tune_checkpoints_args(p: argparse.ArgumentParser) -> Handler:
 
     def run(args: argparse.Namespace) -> int:
         from .tvm import require_tvm
-        from .tvm.checkpoints import check_run, format_checkpoints, saved_checkpoints, time_checkpoints
+        from .tvm.checkpoints import check_run, format_checkpoints, outputs_match, saved_checkpoints, time_checkpoints
 
         if args.report_only:
             print(format_checkpoints(saved_checkpoints(Path(args.run))))
@@ -714,7 +723,7 @@ def _tune_checkpoints_args(p: argparse.ArgumentParser) -> Handler:
                                   print_fn=functools.partial(print, flush=True))
         print(format_checkpoints(result))
         print(f"report: {Path(args.run) / 'tune-checkpoints.json'}")
-        return 0 if all(c["output_matches"] for c in result["checkpoints"]) and result["baseline"]["output_matches"] else 1
+        return 0 if outputs_match(result) else 1
     return run
 
 

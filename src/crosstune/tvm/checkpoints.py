@@ -236,6 +236,13 @@ def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT
     return result
 
 
+def outputs_match(result: dict) -> bool:
+    """Whether the baseline's and every compiled checkpoint's output matched PyTorch's (a checkpoint too early
+    to compile has none to check)."""
+    return bool(result["baseline"]["output_matches"]) and all(
+        c["output_matches"] is not False for c in result["checkpoints"])
+
+
 def saved_checkpoints(run: Path) -> dict:
     """``run/tune-checkpoints.json`` as written, its verdicts recomputed from the ratios (files of the first
     version, 2026-12-07, held yes/no without the control's resolution)."""
@@ -274,5 +281,5 @@ def format_checkpoints(result: dict) -> str:
     return "\n".join([table, *(f"note: {n}" for n in result["notes"])])
 
 
-__all__ = ["DEFAULT_FRACTIONS", "RESULT_FILE", "format_checkpoints", "saved_checkpoints", "time_checkpoints",
+__all__ = ["DEFAULT_FRACTIONS", "RESULT_FILE", "format_checkpoints", "outputs_match", "saved_checkpoints", "time_checkpoints",
            "trials_at", "verdict", "write_prefix_database"]

@@ -32,7 +32,7 @@ from .collect import repair_database_file
 from .convert import plain
 
 HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop", "light-first-round",
-                      "online-trees", "light-search", "explore-on-stall", "lean-first-pass")
+                      "online-trees", "light-search", "explore-on-stall", "lean-first-pass", "trimmed-first-round")
 # The default leaves small-first-round out: on ResNet-18 (local-avx512-2c) its 16-program first rounds gave a
 # first estimate 105% above XGBoost's final and reached within 5% of it after 1,068 trials; with full
 # 64-program first rounds the pre-trained model's first estimate was 12% above, and the arm beat XGBoost's
@@ -93,6 +93,15 @@ def _search_key(search: SearchSettings) -> str:
 # MobileNet-V2 the first pass ended at 15.4-15.6% of XGBoost's time, just past the 15% goal. Off by default: in
 # its two runs (session 40) the first pass ended at 13.4% and 14.0%, but the network compiled at 15% was 6.1% and
 # 10.0% slower than XGBoost's final (tune-checkpoints), against the default's 2.4-5.7% once its first pass was over.
+
+
+# trimmed-first-round: a heavy task's first round measures the model's top three quarters of a round (48 of 64)
+# instead of a full round. On MobileNet-V2 (Zen 4) a measured program costs 0.19 s to build and run, and its
+# 17 heavy first rounds are 302 of the 434-452 s first pass; the arms' saved first rounds said what a shorter
+# one gives up: the best of a round's first 48 programs (the model's ranking, as measured) was on the
+# weighted network 0.3-1.1% above the best of all 64 on MobileNet-V2 but 0.0-9.6% on ResNet-18
+# (benchmarks/first_round_depth.py, docs/BENCHMARKS.md).
+TRIMMED_SHARE = 0.75
 
 
 def light_first_search(search: SearchSettings) -> SearchSettings:
@@ -421,6 +430,8 @@ class Arm:
         if task["rounds"] == 0 and ("small-first-round" in head_start
                                     or ("light-first-round" in head_start and self.light(index))):
             size = self.settings.first_round_trials
+        elif task["rounds"] == 0 and "trimmed-first-round" in head_start:
+            size = max(1, int(size * TRIMMED_SHARE))
         if "one-program-tasks" in self.settings.head_start and self.one_program(index):
             size = 1
         return max(1, min(size, budget - self.state["trials"]))

@@ -66,6 +66,9 @@ class CompareSettings:
     # write the report from the arms as saved in ``out``, tuning nothing: a run stopped before its end
     # (a session's time ran out) still says where each arm stood
     report_only: bool = False
+    # fractions of the baseline's time at which every other arm's network is compiled and timed beside the
+    # baseline's final (tune-checkpoints), once the arms are done; empty: none
+    checkpoints: list[float] = field(default_factory=list)
 
     def check(self) -> None:
         if (self.trials is None) == (not self.until_converged):
@@ -374,6 +377,12 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
         this_machine(), print_fn) if s.end_to_end else {}
     summary = _summary(s, arms, names, pretrain, timing)
     _write_report(s, summary, arms, print_fn)
+    if s.checkpoints and len(arms) > 1:
+        from .checkpoints import RESULT_FILE, format_checkpoints, outputs_match, time_checkpoints
+
+        result = time_checkpoints(s.out, [name for name in arms if name != "xgb"], s.checkpoints, print_fn=print_fn)
+        print_fn(format_checkpoints(result))
+        summary["checkpoints"] = {"file": str(s.out / RESULT_FILE), "output_matches": outputs_match(result)}
     return summary
 
 
