@@ -5,7 +5,8 @@ first, with MetaSchedule's 5% random picks interleaved. So the first k records o
 are what a first round of k programs would have measured (up to the random picks and the fine-tuning between
 rounds). For each arm this prints, per k, what measuring only the first k would have added to the network
 estimate (Σ weight × (best of the first k - best of the round), over every task whose first round was full),
-as a percentage of the baseline's final estimate, and where in the round each task's best program came.
+as a percentage of the baseline's final estimate, beside the same for the round's programs in a random order
+(the exact expectation, DESIGN's random floor), and where in the round each task's best program came.
 
     python benchmarks/first_round_depth.py RUN/xgb RUN/crosstune-... [more arm folders] [--depths 16,32,48]
 
@@ -20,6 +21,8 @@ import math
 from pathlib import Path
 
 import numpy as np
+
+from crosstune.metrics import min_rank_probabilities
 
 
 def mean_seconds(line: str) -> float:
@@ -46,10 +49,20 @@ def first_rounds(arm: Path) -> list[tuple[str, float, list[float]]]:
     return rounds
 
 
+def expected_best_of_random(times: list[float], k: int) -> float:
+    """Exact expectation of the best of k programs drawn at random from the round (DESIGN's random floor);
+    inf when k draws can all be failed programs."""
+    ordered = np.sort(times)
+    p = min_rank_probabilities(len(ordered), k)
+    with np.errstate(invalid="ignore"):  # 0 x inf for a failed program that cannot be the best
+        return float(np.sum(np.where(p > 0, p * ordered, 0.0)))
+
+
 def depth_report(baseline: Path, arm: Path, depths: list[int], full: int) -> dict:
     base = json.loads((baseline / "state.json").read_text())
     final = sum(float(t["weight"]) * float(t["best_seconds"]) for t in base["tasks"] if t["best_seconds"])
     added = {k: 0.0 for k in depths}
+    added_random = {k: 0.0 for k in depths}
     best_at = []
     for _, weight, times in first_rounds(arm):
         if len(times) < full or not np.isfinite(min(times)):
@@ -58,8 +71,10 @@ def depth_report(baseline: Path, arm: Path, depths: list[int], full: int) -> dic
         best_at.append(int(np.argmin(times)) + 1)
         for k in depths:
             added[k] += weight * (min(times[:k]) - best)
+            added_random[k] += weight * (expected_best_of_random(times, k) - best)
     return {"arm": str(arm), "tasks_with_a_full_first_round": len(best_at),
             "added_pct_of_baseline_final": {k: 100 * v / final for k, v in added.items()},
+            "random_order_added_pct_of_baseline_final": {k: 100 * v / final for k, v in added_random.items()},
             "best_program_position": best_at}
 
 
@@ -77,7 +92,9 @@ def main() -> None:
     for arm in args.arms:
         r = depth_report(args.baseline, arm, depths, args.round_trials)
         positions = r["best_program_position"]
-        added = "  ".join(f"first {k}: +{v:.1f}%" for k, v in r["added_pct_of_baseline_final"].items())
+        random = r["random_order_added_pct_of_baseline_final"]
+        added = "  ".join(f"first {k}: +{v:.1f}% (random order +{random[k]:.1f}%)"
+                          for k, v in r["added_pct_of_baseline_final"].items())
         print(f"{arm.parent.name}/{arm.name}: {r['tasks_with_a_full_first_round']} full first rounds; {added}; "
               f"best program at position {np.median(positions):.0f} (median), "
               f"{sum(p > 48 for p in positions)} past 48")

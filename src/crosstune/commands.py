@@ -650,8 +650,9 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--skip-end-to-end", action="store_true", help="do not compile, check and time the tuned networks (done once every arm has finished, in a fresh process, arms interleaved)")
     p.add_argument("--checkpoints", type=number_list(number(0.0, 2.0, closed_low=False)), default=[],
                    metavar="FRACTIONS",
-                   help="once the arms are done, compile every other arm's network as it stood at these fractions of "
-                        "xgb's tuning time (e.g. 0.15,0.25) and time it beside xgb's final (tune-checkpoints)")
+                   help="once the arms are done, compile every arm's network in --out (earlier runs' arms too) as it "
+                        "stood at these fractions of xgb's tuning time (e.g. 0.15,0.25) and time it beside xgb's "
+                        "final, as crosstune tune-checkpoints OUT --at FRACTIONS does")
     p.add_argument("--seed", type=SEED, default=0, help="random seed")
 
     def run(args: argparse.Namespace) -> int:

@@ -66,8 +66,8 @@ class CompareSettings:
     # write the report from the arms as saved in ``out``, tuning nothing: a run stopped before its end
     # (a session's time ran out) still says where each arm stood
     report_only: bool = False
-    # fractions of the baseline's time at which every other arm's network is compiled and timed beside the
-    # baseline's final (tune-checkpoints), once the arms are done; empty: none
+    # fractions of the baseline's time at which every other arm's network in ``out`` is compiled and timed
+    # beside the baseline's final (tune-checkpoints), once the arms are done; empty: none
     checkpoints: list[float] = field(default_factory=list)
 
     def check(self) -> None:
@@ -380,7 +380,9 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
     if s.checkpoints and len(arms) > 1:
         from .checkpoints import RESULT_FILE, format_checkpoints, outputs_match, time_checkpoints
 
-        result = time_checkpoints(s.out, [name for name in arms if name != "xgb"], s.checkpoints, print_fn=print_fn)
+        # every arm in the folder, as tune-checkpoints RUN does: an arm added by an earlier run with other
+        # head-start options is timed in the same process as this one, so their ratios compare
+        result = time_checkpoints(s.out, None, s.checkpoints, print_fn=print_fn)
         print_fn(format_checkpoints(result))
         summary["checkpoints"] = {"file": str(s.out / RESULT_FILE), "output_matches": outputs_match(result)}
     return summary
