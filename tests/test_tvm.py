@@ -479,6 +479,17 @@ def test_a_checkpoint_verdict_within_the_controls_noise_is_unclear():
     assert verdict(float("nan"), 1.05, 0.0) == "no"  # not compiled: some task never had a round
 
 
+def test_a_checkpoint_too_early_to_compile_does_not_fail_the_output_check():
+    from crosstune.tvm.checkpoints import outputs_match
+
+    def result(baseline, *checkpoints):
+        return {"baseline": {"output_matches": baseline}, "checkpoints": [{"output_matches": c} for c in checkpoints]}
+
+    assert outputs_match(result(True, None, True))  # None: before every task had a round, not compiled
+    assert not outputs_match(result(True, None, False))
+    assert not outputs_match(result(False, True))
+
+
 def test_tune_checkpoints_refuses_a_folder_that_is_not_a_tuning_run_with_one_line(tmp_path, capsys):
     from crosstune.cli import main
 
