@@ -1,9 +1,9 @@
 """How deep into the model's ranking a task's first round has to measure, read from arms already tuned.
 
 A round's programs reach the builder in the order the search picked them: the cost model's ranking, best
-first, with MetaSchedule's 5% random picks interleaved. So the first k records of a task's first full round
-are what a first round of k programs would have measured (up to the random picks and the fine-tuning between
-rounds). For each arm this prints, per k, what measuring only the first k would have added to the network
+first (MetaSchedule's evolutionary search sorts its picks by score), then its 5% random picks (3 of 64) last.
+So the first k records of a task's first full round are what a first round of k programs would have measured
+(up to its own few random picks). For each arm this prints, per k, what measuring only the first k would have added to the network
 estimate (Σ weight × (best of the first k - best of the round), over every task whose first round was full),
 as a percentage of the baseline's final estimate, beside the same for the round's programs in a random order
 (the exact expectation, DESIGN's random floor), and where in the round each task's best program came.
