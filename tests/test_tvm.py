@@ -762,7 +762,7 @@ def test_a_crosstune_variant_gets_a_folder_name_of_its_own():
 
     assert crosstune_arm_name(list(reversed(HEAD_START_OPTIONS[:4]))) == "crosstune"
     assert crosstune_arm_name(list(HEAD_START_OPTIONS)) == ("crosstune-with-light-first-round+online-trees+light-search+"
-                                                             "explore-on-stall+lean-first-pass")
+                                                             "explore-on-stall+lean-first-pass+trimmed-first-round")
     assert crosstune_arm_name([]) == "crosstune-none"
     assert crosstune_arm_name(["early-stop", "small-first-round"]) == "crosstune-small-first-round+early-stop"
     assert crosstune_arm_name(["early-stop", "weighted-rounds", "one-program-tasks"]) == "crosstune-without-small-first-round"
