@@ -281,5 +281,5 @@ def format_checkpoints(result: dict) -> str:
     return "\n".join([table, *(f"note: {n}" for n in result["notes"])])
 
 
-__all__ = ["DEFAULT_FRACTIONS", "RESULT_FILE", "format_checkpoints", "outputs_match", "saved_checkpoints", "time_checkpoints",
-           "trials_at", "verdict", "write_prefix_database"]
+__all__ = ["DEFAULT_FRACTIONS", "RESULT_FILE", "format_checkpoints", "outputs_match", "saved_checkpoints",
+           "time_checkpoints", "trials_at", "verdict", "write_prefix_database"]

@@ -96,11 +96,11 @@ def _search_key(search: SearchSettings) -> str:
 
 
 # trimmed-first-round: a heavy task's first round measures the model's top three quarters of a round (48 of 64)
-# instead of a full round. On MobileNet-V2 (Zen 4) a measured program costs 0.19 s to build and run, and its
-# 17 heavy first rounds are 302 of the 434-452 s first pass; the arms' saved first rounds said what a shorter
-# one gives up: the best of a round's first 48 programs (the model's ranking, as measured) was on the
-# weighted network 0.3-1.1% above the best of all 64 on MobileNet-V2 but 0.0-9.6% on ResNet-18
-# (benchmarks/first_round_depth.py, docs/BENCHMARKS.md), about what 48 drawn at random would give.
+# instead of a full round. On MobileNet-V2 (Zen 4) a measured program cost 0.19-0.26 s to build and run, and
+# its 17 heavy first rounds were 302 of the 434-452 s first pass (session 38). The arms' saved first rounds
+# said what a shorter one gives up: the best of a round's first 48 programs (the model's ranking, as
+# measured) was on the weighted network 0.3-1.1% above the best of all 64 on MobileNet-V2 but 0.0-9.6% on
+# ResNet-18 (benchmarks/first_round_depth.py, docs/BENCHMARKS.md), about what 48 drawn at random would give.
 # Off by default: one MobileNet-V2 run beside the default (session 41) ended its first pass 15 s sooner and
 # compiled 5.9% / 7.3% slower than XGBoost's final at 20% / 25% of its time (the default: 8.8% / 10.6%),
 # inside the noise of timing a checkpoint twice.
