@@ -3,10 +3,11 @@
 A round's programs reach the builder in the order the search picked them: the cost model's ranking, best
 first (MetaSchedule's evolutionary search sorts its picks by score), then its 5% random picks (3 of 64) last.
 So the first k records of a task's first full round are what a first round of k programs would have measured
-(up to its own few random picks). For each arm this prints, per k, what measuring only the first k would have added to the network
-estimate (Σ weight × (best of the first k - best of the round), over every task whose first round was full),
-as a percentage of the baseline's final estimate, beside the same for the round's programs in a random order
-(the exact expectation, DESIGN's random floor), and where in the round each task's best program came.
+(up to its own few random picks). For each arm this prints, per k, what measuring only the first k would have
+added to the network estimate (Σ weight × (best of the first k - best of the round), over every task whose
+first round was full), as a percentage of the baseline's final estimate, beside the same for the round's
+programs in a random order (the exact expectation, DESIGN's random floor), and where in the round each task's
+best program came.
 
     python benchmarks/first_round_depth.py RUN/xgb RUN/crosstune-... [more arm folders] [--depths 16,32,48]
 
@@ -58,9 +59,13 @@ def expected_best_of_random(times: list[float], k: int) -> float:
         return float(np.sum(np.where(p > 0, p * ordered, 0.0)))
 
 
-def depth_report(baseline: Path, arm: Path, depths: list[int], full: int) -> dict:
-    base = json.loads((baseline / "state.json").read_text())
-    final = sum(float(t["weight"]) * float(t["best_seconds"]) for t in base["tasks"] if t["best_seconds"])
+def final_estimate(baseline: Path) -> float:
+    """The baseline's final network estimate, seconds: Σ weight × each task's best."""
+    state = json.loads((baseline / "state.json").read_text())
+    return sum(float(t["weight"]) * float(t["best_seconds"]) for t in state["tasks"] if t["best_seconds"])
+
+
+def depth_report(final: float, arm: Path, depths: list[int], full: int) -> dict:
     added = {k: 0.0 for k in depths}
     added_random = {k: 0.0 for k in depths}
     best_at = []
@@ -89,15 +94,16 @@ def main() -> None:
     for folder in [args.baseline, *args.arms]:
         if not (folder / "state.json").is_file() or not (folder / "database_tuning_record.json").is_file():
             parser.error(f"{folder} is not a tune-compare arm (state.json and database_tuning_record.json)")
+    final = final_estimate(args.baseline)
     for arm in args.arms:
-        r = depth_report(args.baseline, arm, depths, args.round_trials)
+        r = depth_report(final, arm, depths, args.round_trials)
         positions = r["best_program_position"]
         random = r["random_order_added_pct_of_baseline_final"]
         added = "  ".join(f"first {k}: +{v:.1f}% (random order +{random[k]:.1f}%)"
                           for k, v in r["added_pct_of_baseline_final"].items())
         print(f"{arm.parent.name}/{arm.name}: {r['tasks_with_a_full_first_round']} full first rounds; {added}; "
               f"best program at position {np.median(positions):.0f} (median), "
-              f"{sum(p > 48 for p in positions)} past 48")
+              f"{sum(p > max(depths) for p in positions)} past {max(depths)}")
 
 
 if __name__ == "__main__":
