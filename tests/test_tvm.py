@@ -849,8 +849,12 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     killed_at = json.loads(state.read_text())["trials"]
     assert 3 <= killed_at < 7
     # the stopped run's report, tuning nothing: only the arm that had started, as saved
-    stopped = subprocess.run([*command, "--report-only"], capture_output=True, text=True, timeout=600)
+    # --checkpoints with only the baseline in the folder: said, not silently skipped, and nothing compiled
+    stopped = subprocess.run([*command, "--report-only", "--checkpoints", "0.5"], capture_output=True, text=True,
+                             timeout=600)
     assert stopped.returncode == 0, stopped.stderr[-3000:]
+    assert "--checkpoints: " + str(out) + " holds no arm besides xgb yet; nothing timed" in stopped.stdout
+    assert not (out / "tune-checkpoints.json").exists()
     assert "xgb: not tuned (--report-only)" in stopped.stdout and "stopped before its end" in stopped.stdout
     partial = json.loads((out / "tune-compare.json").read_text())
     assert list(partial["runs"]) == ["xgb"] and partial["runs"]["xgb"]["stop_reason"] is None
@@ -921,3 +925,41 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     assert saved["crosstune-with-light-search"]["fine_tune_epochs"] == 2 and "fine_tune_epochs" not in saved["xgb"]
     tuned = json.loads((out / "crosstune-with-light-search" / "tuned-model" / "config.json").read_text())
     assert len(tuned["history"]["fine_tune"]["epochs"]) == 2  # the last fine-tune ran two epochs
+
+
+def test_a_stop_signal_inside_a_tvm_callback_is_an_interruption_not_a_traceback(monkeypatch, capsys):
+    """SIGTERM while TVM runs crosstune's Python (a cost model's predict): the KeyboardInterrupt comes out of
+    TVM as a RuntimeError. It is still a stop: one line, exit 130. A RuntimeError with no signal still raises."""
+    import tvm_ffi
+
+    from crosstune import cli, cli_registry
+
+    def stop_inside_tvm(parser):
+        def handler(args):
+            def callback():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(10)  # the signal's handler raises long before this ends
+            tvm_ffi.convert(callback)()
+            return 0
+        return handler
+
+    def fail_inside_tvm(parser):
+        def handler(args):
+            def callback():
+                raise RuntimeError("a real failure")
+            tvm_ffi.convert(callback)()
+            return 0
+        return handler
+
+    monkeypatch.setitem(cli_registry.COMMANDS, "stop-inside-tvm", (stop_inside_tvm, "test"))
+    monkeypatch.setitem(cli_registry.COMMANDS, "fail-inside-tvm", (fail_inside_tvm, "test"))
+    saved = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        assert cli.main(["stop-inside-tvm"]) == 130
+        err = capsys.readouterr().err
+        assert err.strip().splitlines()[-1] == "crosstune stop-inside-tvm: interrupted"
+        with pytest.raises(RuntimeError, match="a real failure"):  # the flag does not outlive a run
+            cli.main(["fail-inside-tvm"])
+    finally:
+        signal.signal(signal.SIGTERM, saved[0])
+        signal.signal(signal.SIGINT, saved[1])

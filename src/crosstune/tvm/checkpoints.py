@@ -94,7 +94,7 @@ def plan(states: dict[str, dict], fractions: list[float], base_seconds: float) -
     return checkpoints
 
 
-def _arms_of(run: Path) -> list[str]:
+def arms_of(run: Path) -> list[str]:
     return sorted(p.parent.name for p in run.glob("*/state.json") if p.parent.name != BASELINE)
 
 
@@ -106,12 +106,12 @@ def check_run(run: Path, arms: list[str] | None) -> tuple[dict, list[str]]:
     """The baseline's state and the arms to checkpoint; a clear error for a folder that is not a tuning run."""
     if not (run / BASELINE / "state.json").is_file():
         raise CrosstuneError(f"{run}: no baseline arm ({BASELINE}/state.json); give a tune-compare --out folder")
-    arms = arms or _arms_of(run)
+    arms = arms or arms_of(run)
     if not arms:
         raise CrosstuneError(f"{run}: no arm besides {BASELINE} to checkpoint")
     missing = [a for a in arms if not (run / a / "state.json").is_file()]
     if missing:
-        raise CrosstuneError(f"{run}: no arm {', '.join(missing)} (its arms: {', '.join(_arms_of(run)) or 'none'})")
+        raise CrosstuneError(f"{run}: no arm {', '.join(missing)} (its arms: {', '.join(arms_of(run)) or 'none'})")
     lost = [a for a in [BASELINE, *arms] if not all((run / a / f).is_file() for f in DATABASE_FILES)]
     if lost:
         raise CrosstuneError(f"{run}: no tuning database for {', '.join(lost)}")

@@ -377,15 +377,23 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
         this_machine(), print_fn) if s.end_to_end else {}
     summary = _summary(s, arms, names, pretrain, timing)
     _write_report(s, summary, arms, print_fn)
-    if s.checkpoints and len(arms) > 1:
-        from .checkpoints import RESULT_FILE, format_checkpoints, outputs_match, time_checkpoints
-
-        # every arm in the folder, as tune-checkpoints RUN does: an arm added by an earlier run with other
-        # head-start options is timed in the same process as this one, so their ratios compare
-        result = time_checkpoints(s.out, None, s.checkpoints, print_fn=print_fn)
-        print_fn(format_checkpoints(result))
-        summary["checkpoints"] = {"file": str(s.out / RESULT_FILE), "output_matches": outputs_match(result)}
+    if s.checkpoints:
+        _time_checkpoints(s, summary, print_fn)
     return summary
+
+
+def _time_checkpoints(s: CompareSettings, summary: dict, print_fn) -> None:
+    """tune-checkpoints on every arm in the folder, as ``tune-checkpoints RUN`` does: an arm added by an earlier
+    run with other head-start options (or with --arms xgb) is timed in the same process as this one's, so their
+    ratios compare."""
+    from .checkpoints import RESULT_FILE, arms_of, format_checkpoints, outputs_match, time_checkpoints
+
+    if not arms_of(s.out):
+        print_fn(f"--checkpoints: {s.out} holds no arm besides xgb yet; nothing timed")
+        return
+    result = time_checkpoints(s.out, None, s.checkpoints, print_fn=print_fn)
+    print_fn(format_checkpoints(result))
+    summary["checkpoints"] = {"file": str(s.out / RESULT_FILE), "output_matches": outputs_match(result)}
 
 
 def _arm_folders(s: CompareSettings) -> dict[str, str]:
