@@ -10,13 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__
+from . import __version__, stopping
 from .cli_registry import COMMANDS, Handler, command
 from .errors import CrosstuneError
 from .options import POSITIVE_INT, HelpFormatter, Parser
@@ -110,28 +108,8 @@ def _load_command_modules() -> None:
     from . import commands  # noqa: F401
 
 
-_stop_signal: int | None = None  # the signal that asked this process to stop, once one has
-
-
-def _interrupt_on_signal(signum, frame) -> None:
-    global _stop_signal
-    _stop_signal = signum
-    raise KeyboardInterrupt  # a `kill` stops a command as cleanly as Ctrl-C (children stopped, exit 130)
-
-
-def _stopped_by_signal() -> bool:
-    """True once SIGTERM or Ctrl-C arrived. Raised inside a Python function that TVM called (a cost model's
-    predict, a measure callback), the KeyboardInterrupt reaches us as TVM's RuntimeError: it is still a stop,
-    not a failure to show a traceback for."""
-    return _stop_signal is not None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    global _stop_signal
-    _stop_signal = None
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt_on_signal)
-        signal.signal(signal.SIGINT, _interrupt_on_signal)
+    stopping.install()
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -149,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except CrosstuneError as err:
-        if _stopped_by_signal():  # a failure the stop caused (a half-done compile) is the stop
+        if stopping.requested():  # a failure the stop caused (a half-done compile) is the stop
             _say(tracked, f"crosstune {args.command}: interrupted")
             return 130
         _say(tracked, f"crosstune {args.command}: error: {err}")
@@ -163,7 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # so that flushing stdout at exit does not raise again
         return 141
     except Exception:
-        if not _stopped_by_signal():
+        # a KeyboardInterrupt raised while TVM was calling our Python comes out of TVM as its RuntimeError:
+        # still a stop, not a failure to show a traceback for
+        if not stopping.requested():
             raise
         _say(tracked, f"crosstune {args.command}: interrupted")
         return 130

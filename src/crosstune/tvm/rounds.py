@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import stopping
 from ..atomic import write_text as atomic_write_text
 from ..errors import CrosstuneError
 from .collect import repair_database_file
@@ -590,29 +591,31 @@ class Arm:
         level = quiet.level
         quiet.setLevel(logging.WARNING)  # MetaSchedule prints a task table after every round
         try:
-            while self.state["trials"] < budget:
-                index = self.next_task()
-                if index is None:
-                    self.state["stop_reason"] = "every task stopped"
-                    break
-                size = self.round_size(index, budget)
-                self.run_round(index, size, builder, runner)
-                task = self.state["tasks"][index]
-                self.print(f"  {self.settings.name}: round {self.state['rounds']} {task['name']} +{size} -> "
-                           f"{self.state['trials']} trials, {self.elapsed():.0f} s, estimate "
-                           f"{self.state['curve'][-1]['estimated_latency_ms']:.3f} ms"
-                           + (f" ({task['name']} stopped: {task['stopped']})" if task["stopped"] else ""))
-                self.save()
-                if self.state["trials"] >= chunk_end:
-                    chunk_end = self.state["trials"] + chunk_trials
-                    self._save_cost_model()
-                    if until_converged and converged(self.state["curve"]):
-                        self.state["stop_reason"] = "converged (< 2% gain over the last 25% of trials)"
+            with stopping.between_rounds():
+                while self.state["trials"] < budget:
+                    stopping.check()  # a kill during the last round: it is saved, stop here (see stopping.py)
+                    index = self.next_task()
+                    if index is None:
+                        self.state["stop_reason"] = "every task stopped"
                         break
-            else:
-                self.state["stop_reason"] = self.state["stop_reason"] or f"budget of {budget} trials"
-            self._save_cost_model()
-            self.state["done"] = True
+                    size = self.round_size(index, budget)
+                    self.run_round(index, size, builder, runner)
+                    task = self.state["tasks"][index]
+                    self.print(f"  {self.settings.name}: round {self.state['rounds']} {task['name']} +{size} -> "
+                               f"{self.state['trials']} trials, {self.elapsed():.0f} s, estimate "
+                               f"{self.state['curve'][-1]['estimated_latency_ms']:.3f} ms"
+                               + (f" ({task['name']} stopped: {task['stopped']})" if task["stopped"] else ""))
+                    self.save()
+                    if self.state["trials"] >= chunk_end:
+                        chunk_end = self.state["trials"] + chunk_trials
+                        self._save_cost_model()
+                        if until_converged and converged(self.state["curve"]):
+                            self.state["stop_reason"] = "converged (< 2% gain over the last 25% of trials)"
+                            break
+                else:
+                    self.state["stop_reason"] = self.state["stop_reason"] or f"budget of {budget} trials"
+                self._save_cost_model()
+                self.state["done"] = True
         finally:
             quiet.setLevel(level)
             self.state["sessions"][-1]["loadavg_end"] = _loadavg()
