@@ -403,3 +403,31 @@ def test_output_piped_into_a_reader_that_stops_early_ends_quietly(small_dataset)
     proc.stdout.close()  # before the command has written anything
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141 and "Traceback" not in stderr, stderr
+
+
+def test_tune_compare_pretraining_data_names_the_bundled_dataset_bundled(tmp_path):
+    from crosstune.commands import pretraining_datasets
+    from crosstune.data import bundled_dataset
+
+    assert pretraining_datasets(None) == [str(bundled_dataset())]
+    mine = str(tmp_path / "mine")
+    assert pretraining_datasets(["bundled", mine]) == [str(bundled_dataset()), mine]
+
+
+def test_two_datasets_with_one_hardware_name_and_two_descriptors_are_refused_with_the_way_out(tmp_path,
+                                                                                             tiny_dataset):
+    """This machine measured under a bundled configuration's name (crosstune collect) beside the bundled data."""
+    import json
+    import shutil
+
+    from crosstune.dataset import load_dataset
+    from crosstune.errors import CrosstuneError
+
+    other = tmp_path / "other"
+    shutil.copytree(tiny_dataset, other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    name = sorted(manifest["hardware"])[0]
+    manifest["hardware"][name]["clock_mhz"] = manifest["hardware"][name]["clock_mhz"] * 2
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CrosstuneError, match=f"hardware '{name}' has different descriptors .* --hardware NEW-NAME"):
+        load_dataset([str(tiny_dataset), str(other)])

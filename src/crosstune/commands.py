@@ -581,6 +581,13 @@ def _tune_args(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+def pretraining_datasets(values: list[str] | None) -> list[str]:
+    """tune-compare's --dataset: folders, the word 'bundled' standing for the bundled dataset (the default)."""
+    from .data import bundled_dataset
+
+    return [str(bundled_dataset()) if value == "bundled" else value for value in (values or ["bundled"])]
+
+
 def _search_settings(population: int, genetic_iters: int):
     from .tvm.rounds import SearchSettings  # imported when a run starts, after the cheap checks
 
@@ -616,7 +623,8 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
                         "--hardware-config) or on all of them, its own records included (the report says "
                         "NOT zero-shot)")
     p.add_argument("--dataset", nargs="+", type=split_list, action=ExtendList, default=None, metavar="DATASET",
-                   help="pre-training data (default: the bundled dataset)")
+                   help="pre-training data; 'bundled' names the dataset that comes with crosstune, e.g. "
+                        "--dataset bundled MINE adds your own records to it (default: bundled)")
     p.add_argument("--epochs", type=POSITIVE_INT, default=8, help="pre-training epochs of crossfeat")
     p.add_argument("--fine-tune-every", type=COUNT, default=64,
                    help="fine-tune the crosstune model on the run's own measurements every N of them (0: never)")
@@ -656,7 +664,6 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--seed", type=SEED, default=0, help="random seed")
 
     def run(args: argparse.Namespace) -> int:
-        from .data import bundled_dataset
         from .errors import CrosstuneError
         from .outputs import claim_folder
 
@@ -670,7 +677,7 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
         settings = CompareSettings(
             args.network, args.hardware_config, Path(args.out), trials=args.trials,
             until_converged=args.until_converged, max_trials=args.max_trials, chunk_trials=args.chunk_trials,
-            arms=split_list(args.arms), model=args.model, datasets=args.dataset or [str(bundled_dataset())],
+            arms=split_list(args.arms), model=args.model, datasets=pretraining_datasets(args.dataset),
             pretrain_on=args.pretrain_on,
             epochs=args.epochs, fine_tune_every=args.fine_tune_every, fine_tune_epochs=args.fine_tune_epochs,
             fine_tune_lr_scale=args.fine_tune_lr_scale, head_start=head_start,

@@ -560,7 +560,11 @@ def add_descriptors(specs: dict[str, HardwareSpec], root: Path, manifest: dict) 
     for name, desc in manifest.get("hardware", {}).items():
         spec = spec_from_dict(desc, f"{root}/{MANIFEST}")
         if name in specs and specs[name] != spec:
-            raise CrosstuneError(f"hardware {name!r} has different descriptors in the given datasets")
+            raise CrosstuneError(
+                f"hardware {name!r} has different descriptors in the given datasets (another machine measured "
+                f"under the same name?): import one of them again under a name of its own, crosstune import "
+                f"RECORDS --hardware NEW-NAME --hardware-spec FILE.json, FILE.json being its descriptor from "
+                f"{root}/{MANIFEST} renamed")
         specs[name] = spec
 
 
