@@ -76,3 +76,15 @@ def tiny_dataset(tmp_path_factory, small_dataset) -> Path:
     out = tmp_path_factory.mktemp("tiny") / "ds"
     write_pruned(small_dataset, ds, prune(ds, "random", 0.1), out, "random", 0.1, 0)
     return out
+
+
+@pytest.fixture
+def signal_handlers_restored():
+    """For tests that run crosstune's main() (or crosstune.stopping.install) in this process: pytest's own
+    SIGTERM and Ctrl-C handling comes back afterwards."""
+    import signal
+
+    saved = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGTERM, saved[0])
+    signal.signal(signal.SIGINT, saved[1])

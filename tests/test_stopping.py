@@ -13,12 +13,8 @@ from crosstune import stopping
 
 
 @pytest.fixture
-def handlers():
-    saved = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+def handlers(signal_handlers_restored):
     stopping.install()
-    yield
-    signal.signal(signal.SIGTERM, saved[0])
-    signal.signal(signal.SIGINT, saved[1])
 
 
 def _signal_self(signum: int) -> None:

@@ -927,39 +927,33 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     assert len(tuned["history"]["fine_tune"]["epochs"]) == 2  # the last fine-tune ran two epochs
 
 
-def test_a_stop_signal_inside_a_tvm_callback_is_an_interruption_not_a_traceback(monkeypatch, capsys):
+def test_a_stop_signal_inside_a_tvm_callback_is_an_interruption_not_a_traceback(monkeypatch, capsys,
+                                                                                 signal_handlers_restored):
     """SIGTERM while TVM runs crosstune's Python (a cost model's predict): the KeyboardInterrupt comes out of
     TVM as a RuntimeError. It is still a stop: one line, exit 130. A RuntimeError with no signal still raises."""
     import tvm_ffi
 
     from crosstune import cli, cli_registry
 
-    def stop_inside_tvm(parser):
-        def handler(args):
-            def callback():
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(10)  # the signal's handler raises long before this ends
-            tvm_ffi.convert(callback)()
-            return 0
-        return handler
+    def command_calling_through_tvm(callback):
+        def define(parser):
+            def handler(args):
+                tvm_ffi.convert(callback)()
+                return 0
+            return handler
+        return define, "test"
 
-    def fail_inside_tvm(parser):
-        def handler(args):
-            def callback():
-                raise RuntimeError("a real failure")
-            tvm_ffi.convert(callback)()
-            return 0
-        return handler
+    def stop():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)  # the signal's handler raises long before this ends
 
-    monkeypatch.setitem(cli_registry.COMMANDS, "stop-inside-tvm", (stop_inside_tvm, "test"))
-    monkeypatch.setitem(cli_registry.COMMANDS, "fail-inside-tvm", (fail_inside_tvm, "test"))
-    saved = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-    try:
-        assert cli.main(["stop-inside-tvm"]) == 130
-        err = capsys.readouterr().err
-        assert err.strip().splitlines()[-1] == "crosstune stop-inside-tvm: interrupted"
-        with pytest.raises(RuntimeError, match="a real failure"):  # the flag does not outlive a run
-            cli.main(["fail-inside-tvm"])
-    finally:
-        signal.signal(signal.SIGTERM, saved[0])
-        signal.signal(signal.SIGINT, saved[1])
+    def fail():
+        raise RuntimeError("a real failure")
+
+    monkeypatch.setitem(cli_registry.COMMANDS, "stop-inside-tvm", command_calling_through_tvm(stop))
+    monkeypatch.setitem(cli_registry.COMMANDS, "fail-inside-tvm", command_calling_through_tvm(fail))
+    assert cli.main(["stop-inside-tvm"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == "crosstune stop-inside-tvm: interrupted"
+    with pytest.raises(RuntimeError, match="a real failure"):  # the flag does not outlive a run
+        cli.main(["fail-inside-tvm"])

@@ -125,11 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stderr = sys.stderr
     sys.stderr = tracked = _LineEnds(stderr)  # progress bars draw here: see _say
     try:
-        return args.handler(args)
+        with stopping.failures_after_a_stop_are_interruptions():
+            return args.handler(args)
     except CrosstuneError as err:
-        if stopping.requested():  # a failure the stop caused (a half-done compile) is the stop
-            _say(tracked, f"crosstune {args.command}: interrupted")
-            return 130
         _say(tracked, f"crosstune {args.command}: error: {err}")
         return 2
     except KeyboardInterrupt:
@@ -140,13 +138,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that flushing stdout at exit does not raise again
         return 141
-    except Exception:
-        # a KeyboardInterrupt raised while TVM was calling our Python comes out of TVM as its RuntimeError:
-        # still a stop, not a failure to show a traceback for
-        if not stopping.requested():
-            raise
-        _say(tracked, f"crosstune {args.command}: interrupted")
-        return 130
     finally:
         sys.stderr = stderr
 

@@ -53,6 +53,21 @@ def between_rounds():
         _deferring = previous
 
 
+@contextlib.contextmanager
+def failures_after_a_stop_are_interruptions():
+    """Once a stop signal has arrived, any failure is the stop's doing: the KeyboardInterrupt raised while TVM
+    was calling our Python comes out of TVM as its RuntimeError, and a stop can break what it interrupted (a
+    half-done compile). Such a failure is raised as the KeyboardInterrupt it is, not shown as an error."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise  # the reader of our output went away: not the stop's doing
+    except Exception:
+        if _requested is None:
+            raise
+        raise KeyboardInterrupt from None
+
+
 def check() -> None:
     """Stop here (KeyboardInterrupt) if a signal asked to."""
     if _requested is not None:
