@@ -363,6 +363,17 @@ def test_old_space_separated_lists_still_work():
     assert args.network == ["resnet18", "mobilenet_v2", "bert_layer"]
 
 
+def test_a_hardware_prefix_that_cannot_start_a_hardware_name_is_refused(capsys):
+    collect = ["collect", "--network", "resnet18", "--hardware-config", "local-sse-2c", "--programs-per-task", "4",
+               "--out", "x"]
+    assert build_parser().parse_args(collect + ["--hardware-prefix", "zen4-"]).hardware_prefix == "zen4-"
+    assert build_parser().parse_args(collect).hardware_prefix == ""
+    for bad in ("-zen4", "my cpu/", "zen4:"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(collect + [f"--hardware-prefix={bad}"])
+        assert "a hardware name has letters, digits" in capsys.readouterr().err
+
+
 def test_the_command_line_is_unchanged_by_a_refusal_of_a_read_only_place(blocker, capsys):
     """A read-only place is found by trying to write, which is what root cannot skip."""
     mode = os.stat(blocker).st_mode

@@ -99,6 +99,21 @@ def test_killed_collection_resumes_without_remeasuring(collected):
         collect(CollectSettings(["resnet18"], ["local-sse-1c"], programs_per_task=7, tasks_per_network=1), out)
 
 
+def test_a_collection_names_its_hardware_with_the_prefix_given(collected, tmp_path):
+    """collect --hardware-prefix: this CPU's local-sse-1c beside the bundled local-sse-1c (another CPU)."""
+    from crosstune.hardware.registry import resolve
+    from crosstune.tvm.collect import import_collection
+
+    out, settings, _ = collected
+    assert "hardware_prefix" not in settings.to_json()  # collections from before the option still resume
+    shutil.copytree(out / "local-sse-1c", tmp_path / "local-sse-1c")
+    dataset = import_collection(tmp_path, ["local-sse-1c"], {"cpu": "test"}, hardware_prefix="rig-")
+    ds = load_dataset([dataset])
+    assert ds.hardware_names == ["rig-local-sse-1c"] and len(ds) == 6
+    descriptor = json.loads((dataset / "manifest.json").read_text())["hardware"]["rig-local-sse-1c"]
+    assert {**descriptor, "name": "local-sse-1c"} == resolve("local-sse-1c").to_json()
+
+
 def _wait_for_tracker(port: int, key: str | None, timeout: float = 90.0) -> None:
     """Until the tracker answers (and, with a key, a server of that key has registered): a loaded CI
     machine starts the two processes far slower than a fixed sleep assumes."""
@@ -416,8 +431,8 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
                  {"seconds": 15.0, "trials": 3, "task": "t1", "estimated_latency_ms": 4.0},
                  {"seconds": 40.0, "trials": len(records), "task": "t1", "estimated_latency_ms": 3.0}]
         (compare / arm / "state.json").write_text(json.dumps(_arm_state(curve)))
-    result = time_checkpoints(compare, fractions=[0.2, 0.5], rounds=2)
-    early, half = result["checkpoints"]
+    result = time_checkpoints(compare, fractions=[0.2, 0.5], rounds=2, trial_counts=[3])
+    early, half, by_trials = result["checkpoints"]
     assert (early["trials"], early["tasks_measured"], early["output_matches"]) == (0, 0, None)
     assert early["within_5pct"] == "no" and not (compare / "checkpoints" / "crosstune-at-20pct").exists()
     assert (half["arm"], half["trials"], half["tasks_measured"], half["estimated_latency_ms"]) == ("crosstune", 3, 2, 4.0)
@@ -425,12 +440,16 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
     assert cut.read_text().splitlines() == records[:3]
     assert half["output_matches"] and len(half["ratio_rounds"]) == 2 and half["latency_ms"] > 0
     control, base = result["control"], result["baseline"]
-    assert len(base["latency_ms_timings"]) == 4 and base["output_matches"]  # one beside each of 2 networks, 2 rounds
+    assert len(base["latency_ms_timings"]) == 6 and base["output_matches"]  # one beside each of 3 networks, 2 rounds
     assert control["ratio_median"] == pytest.approx(np.median(control["ratio_rounds"])) and control["output_matches"]
     assert all(any(mine / b == pytest.approx(r) for b in base["latency_ms_timings"])
                for mine, r in zip(control["latency_ms_rounds"], control["ratio_rounds"]))
     assert json.loads((compare / "tune-checkpoints.json").read_text())["checkpoints"][1]["trials"] == 3
+    # the cut after 3 trials is the same database, named by its count
+    assert (by_trials["at_trials"], by_trials["trials"], by_trials["seconds"]) == (3, 3, 15.0)
+    assert by_trials["output_matches"] and (compare / "checkpoints" / "crosstune-at-3-trials").is_dir()
     table = format_checkpoints(result)
+    assert "crosstune after 3 trials (37.5%)" in table
     assert "crosstune at 20%" in table and "not compiled" in table
     assert "crosstune at 50%" in table and "xgb-again (control)" in table and "2/2" in table
 
@@ -468,6 +487,22 @@ def test_a_checkpoint_database_holds_the_arms_first_records_and_nothing_else(tmp
     assert len(database.get_all_tuning_records()) == 8
     assert write_prefix_database(arm, 100, tmp_path / "all") == len(lines)  # the caller says when that is short
     assert not list(tmp_path.glob(".*staging"))
+
+
+def test_a_cut_by_trials_holds_the_tasks_begun_and_the_time_of_the_round_that_measured_the_last_one():
+    from crosstune.tvm.checkpoints import plan_by_trials
+
+    curve = [{"seconds": 10.0, "trials": 8, "task": "a", "estimated_latency_ms": float("nan")},
+             {"seconds": 30.0, "trials": 20, "task": "b", "estimated_latency_ms": 5.0},
+             {"seconds": 31.0, "trials": 24, "task": "a", "estimated_latency_ms": 4.0}]
+    state = {"curve": curve, "trials": 24}
+    cuts = plan_by_trials({"arm": state}, [8, 9, 20, 22, 100], base_seconds=100.0)
+    assert [(c.trials, c.seconds, c.tasks_measured) for c in cuts] == [
+        (8, 10.0, 1), (9, 30.0, 2), (20, 30.0, 2), (22, 31.0, 2), (24, 31.0, 2)]
+    assert [c.fraction for c in cuts] == [0.1, 0.3, 0.3, 0.31, 0.31]
+    estimates = [c.estimated_latency_ms for c in cuts]  # the curve's at or before the cut: none inside a round
+    assert np.isnan(estimates[:2]).all() and estimates[2:] == [5.0, 5.0, 4.0]
+    assert cuts[1].folder.endswith("arm-at-9-trials") and cuts[-1].at_trials == 100
 
 
 def test_a_checkpoint_verdict_within_the_controls_noise_is_unclear():

@@ -63,6 +63,16 @@ def _add_overwrite(p: argparse.ArgumentParser, what: str) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 
+def hardware_prefix(text: str) -> str:
+    """``collect --hardware-prefix``: the start of a hardware name."""
+    from .hardware.registry import valid_name
+
+    if text and not valid_name(text + "x"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a hardware name has letters, digits, '.', '_' and '-' "
+                                         "and starts with a letter or digit")
+    return text
+
+
 @command("collect", "measure real programs of real networks on this machine with TVM MetaSchedule")
 def _collect_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--network", nargs="+", type=split_list, action=ExtendList, required=True, metavar="NAME[,NAME]",
@@ -75,6 +85,10 @@ def _collect_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--evolutionary-fraction", type=number(0.0, 1.0, closed_high=False), default=0.2,
                    help="share of programs proposed by evolutionary search (the rest: random sampling), in [0, 1)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed of the program sampling")
+    p.add_argument("--hardware-prefix", type=hardware_prefix, default="", metavar="PREFIX",
+                   help="name each configuration's hardware PREFIX + its name in the dataset (e.g. zen4- gives "
+                        "zen4-local-avx2-2c): needed to train beside the bundled data, whose local-* "
+                        "configurations were measured on another CPU")
     p.add_argument("--out", required=True, metavar="DB_DIR", help="collection folder (MetaSchedule databases + dataset)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted collection in DB_DIR (same options)")
     _add_overwrite(p, "collection")
@@ -93,7 +107,7 @@ def _collect_args(p: argparse.ArgumentParser) -> Handler:
         from .tvm.measure import RpcSettings
 
         settings = CollectSettings(args.network, args.hardware_config, args.programs_per_task,
-                                   args.tasks_per_network, args.evolutionary_fraction, args.seed)
+                                   args.tasks_per_network, args.evolutionary_fraction, args.seed, args.hardware_prefix)
         rpc = RpcSettings(args.rpc_tracker, args.device_key) if args.rpc_tracker else None
         with out:
             summary = collect(settings, args.out, rpc=rpc, quiet=args.quiet)
@@ -709,9 +723,13 @@ def _tune_checkpoints_args(p: argparse.ArgumentParser) -> Handler:
     from .tvm.checkpoints import DEFAULT_FRACTIONS, ROUNDS
 
     p.add_argument("run", metavar="RUN_DIR", help="a tune-compare --out folder (its xgb arm is the baseline)")
-    p.add_argument("--at", type=number_list(number(0.0, 2.0, closed_low=False)), default=list(DEFAULT_FRACTIONS),
+    p.add_argument("--at", type=number_list(number(0.0, 2.0, closed_low=False)), default=None,
                    help="fractions of the baseline's tuning time, comma-separated, in (0, 2] (an arm may tune "
-                        "longer than the baseline did on the same trials)")
+                        "longer than the baseline did on the same trials; default: "
+                        f"{','.join(f'{f:g}' for f in DEFAULT_FRACTIONS)} unless --at-trials is given)")
+    p.add_argument("--at-trials", type=number_list(POSITIVE_INT), default=[], metavar="COUNTS",
+                   help="also cut every arm after these many trials, comma-separated: arms tuned on machines of "
+                        "different speed compared at like measurements (an arm with fewer stops at its end)")
     p.add_argument("--arms", default=None, help="arm folders to checkpoint, comma-separated (default: every arm but xgb)")
     p.add_argument("--rounds", type=POSITIVE_INT, default=ROUNDS, help="interleaved timing rounds (median)")
     p.add_argument("--report-only", action="store_true", help="print the table of RUN's saved tune-checkpoints.json, "
@@ -727,8 +745,9 @@ def _tune_checkpoints_args(p: argparse.ArgumentParser) -> Handler:
         arms = split_list(args.arms) if args.arms else None
         check_run(Path(args.run), arms)  # a mistyped folder or arm fails here, before TVM loads
         require_tvm()
-        result = time_checkpoints(Path(args.run), arms, args.at, args.rounds,
-                                  print_fn=functools.partial(print, flush=True))
+        fractions = args.at if args.at is not None else ([] if args.at_trials else list(DEFAULT_FRACTIONS))
+        result = time_checkpoints(Path(args.run), arms, fractions, args.rounds,
+                                  print_fn=functools.partial(print, flush=True), trial_counts=args.at_trials)
         print(format_checkpoints(result))
         print(f"report: {Path(args.run) / 'tune-checkpoints.json'}")
         return 0 if outputs_match(result) else 1

@@ -562,7 +562,8 @@ def add_descriptors(specs: dict[str, HardwareSpec], root: Path, manifest: dict) 
         if name in specs and specs[name] != spec:
             raise CrosstuneError(
                 f"hardware {name!r} has different descriptors in the given datasets (another machine measured "
-                f"under the same name?): import one of them again under a name of its own, crosstune import "
+                f"under the same name?): collect with --hardware-prefix to give a machine's configurations names "
+                f"of their own, or import one of them again under a name of its own, crosstune import "
                 f"RECORDS --hardware NEW-NAME --hardware-spec FILE.json, FILE.json being its descriptor from "
                 f"{root}/{MANIFEST} renamed")
         specs[name] = spec

@@ -35,6 +35,11 @@ CODEGEN_ISAS: dict[str, int] = {
 NUMERIC_FIELDS = FIELDS[4:]
 _STRING_FIELDS = ("name", "kind", "vendor", "arch")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def valid_name(name: str) -> bool:
+    """A hardware name: letters, digits, '.', '_' and '-', starting with a letter or digit."""
+    return bool(_NAME.match(name))
 # Fields that must be > 0 (the rest must be >= 0; 0 means "does not apply").
 _POSITIVE = {
     "cpu": ("compute_units", "clock_mhz", "peak_fp32_gflops", "mem_bandwidth_gbs", "l1_kb", "l2_kb", "vector_bytes"),
@@ -98,7 +103,7 @@ def spec_from_dict(data: object, origin: str) -> HardwareSpec:
     for field in _STRING_FIELDS + _OPTIONAL_STRINGS:
         if field in data and not isinstance(data[field], str):
             raise CrosstuneError(f"{origin}: field {field} must be a string")
-    if not _NAME.match(data["name"]):
+    if not valid_name(data["name"]):
         raise CrosstuneError(f"{origin}: field name {data['name']!r} must be letters, digits, '.', '_' or '-'")
     if data["kind"] not in ("cpu", "gpu"):
         raise CrosstuneError(f"{origin}: field kind must be \"cpu\" or \"gpu\", not {data['kind']!r}")

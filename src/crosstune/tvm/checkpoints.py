@@ -11,6 +11,11 @@ of the baseline taken right before or after it, and ``xgb-again``, the baseline'
 the ratio that timing noise alone gives.
 
     crosstune tune-checkpoints RUN --at 0.15,0.25
+    crosstune tune-checkpoints RUN --at-trials 800,1000   # every arm after the same number of measurements
+
+An arm's seconds depend on the machine's speed while it tuned: on this VM two arms run one after the other drew
+machines 6-56% apart (speed probes, session 42), so by the same wall time the slower one had measured fewer
+programs. A cut at the same trial count compares what the arms chose from as many measurements.
 
 An arm's database file lists its measurements in the order they were made (one record per trial, failed ones
 included), so its first N records are the database as it stood when the arm had measured N programs.
@@ -74,9 +79,12 @@ class Checkpoint:
     trials: int
     tasks_measured: int
     estimated_latency_ms: float  # the arm's curve at that time (NaN before every task had a latency)
+    at_trials: int | None = None  # a cut by trial count (--at-trials) instead of by time
 
     @property
     def folder(self) -> str:
+        if self.at_trials is not None:
+            return f"{FOLDER}/{self.arm}-at-{self.at_trials}-trials"
         return f"{FOLDER}/{self.arm}-at-{100 * self.fraction:g}pct"
 
 
@@ -91,6 +99,30 @@ def plan(states: dict[str, dict], fractions: list[float], base_seconds: float) -
             checkpoints.append(Checkpoint(arm, fraction, seconds, trials_at(curve, seconds),
                                           tasks_measured_at(curve, seconds),
                                           float(estimates[-1]) if estimates else float("nan")))
+    return checkpoints
+
+
+def plan_by_trials(states: dict[str, dict], counts: list[int], base_seconds: float) -> list[Checkpoint]:
+    """A checkpoint per arm and trial count: the arm's first N records. Its seconds are those of the round that
+    measured the Nth trial (the cut lies inside that round, so they are an upper bound), its tasks those whose
+    first round had begun; its estimate the curve's last at or before the cut. Past the arm's end: its end."""
+    checkpoints = []
+    for arm, state in states.items():
+        curve = state["curve"]
+        for count in counts:
+            trials = min(count, state["trials"])
+            started, before = set(), 0
+            seconds, estimates = 0.0, []
+            for point in curve:
+                if before >= trials:
+                    break
+                started.add(point.get("task"))
+                seconds = point["seconds"]
+                if point["trials"] <= trials:
+                    estimates.append(point["estimated_latency_ms"])
+                before = point["trials"]
+            checkpoints.append(Checkpoint(arm, seconds / base_seconds, seconds, trials, len(started - {None}),
+                                          float(estimates[-1]) if estimates else float("nan"), at_trials=count))
     return checkpoints
 
 
@@ -162,9 +194,10 @@ def paired_timings(compiled: dict, baseline: str, rounds: int, print_fn=print) -
 
 
 def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT_FRACTIONS, rounds: int = ROUNDS,
-                     print_fn=print) -> dict:
-    """Compile and time every arm at each fraction of the baseline's time, each beside the baseline's final
-    network, and the baseline's control; writes ``run/tune-checkpoints.json`` and returns what it holds.
+                     print_fn=print, trial_counts=()) -> dict:
+    """Compile and time every arm at each fraction of the baseline's time and after each of ``trial_counts``
+    trials, each beside the baseline's final network, and the baseline's control; writes
+    ``run/tune-checkpoints.json`` and returns what it holds.
     A checkpoint before every task had a round is not compiled: its untuned tasks would run TVM's default
     schedules (ResNet-18 then took 0.8-0.9 s instead of 27 ms), so it is short of the goal whatever its time."""
     from .compiled import compile_databases
@@ -182,7 +215,8 @@ def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT
     if tuned_on - {here}:
         notes.append(f"tuned on {', '.join(sorted(tuned_on))} and timed on {here}: a program's speed can differ "
                      "between CPUs, so these are the programs' times here")
-    checkpoints = plan(states, list(fractions), baseline["tuning_seconds"])
+    checkpoints = (plan(states, list(fractions), baseline["tuning_seconds"])
+                   + plan_by_trials(states, list(trial_counts), baseline["tuning_seconds"]))
     whole = [cp for cp in checkpoints if cp.tasks_measured == len(baseline["tasks"])]
     for cp in whole:
         kept = write_prefix_database(run / cp.arm, cp.trials, run / cp.folder)
@@ -221,6 +255,7 @@ def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT
         "resolution": resolution,
         "control": _add_verdicts(control_entry, resolution),
         "checkpoints": [{"arm": cp.arm, "fraction": cp.fraction, "seconds": cp.seconds, "trials": cp.trials,
+                         "at_trials": cp.at_trials,
                          "tasks_measured": cp.tasks_measured, "tasks": len(baseline["tasks"]),
                          "estimated_latency_ms": cp.estimated_latency_ms,
                          **_add_verdicts(entry(cp.folder) if cp in whole else untuned, resolution)}
@@ -272,7 +307,9 @@ def format_checkpoints(result: dict) -> str:
              control["within_5pct"], yes[control["output_matches"]]]]
     for cp in result["checkpoints"]:
         compiled = cp["output_matches"] is not None
-        rows.append([f"{cp['arm']} at {100 * cp['fraction']:g}%", cp["trials"], f"{cp['seconds']:.0f}",
+        when = (f"after {cp['at_trials']} trials ({100 * cp['fraction']:.1f}%)" if cp.get("at_trials") is not None
+                else f"at {100 * cp['fraction']:g}%")
+        rows.append([f"{cp['arm']} {when}", cp["trials"], f"{cp['seconds']:.0f}",
                      f"{cp['tasks_measured']}/{cp['tasks']}", f"{cp['latency_ms']:.3f}" if compiled else "not compiled",
                      ratio(cp) if compiled else "—", cp["reaches_baseline_final"], cp["within_5pct"],
                      yes[cp["output_matches"]] if compiled else "—"])

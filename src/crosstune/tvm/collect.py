@@ -51,9 +51,15 @@ class CollectSettings:
     tasks_per_network: int = 0  # 0 = all
     evolutionary_fraction: float = 0.2
     seed: int = 0
+    # the dataset names each configuration's hardware prefix + configuration: a configuration the bundled data
+    # has (local-avx2-2c, measured on an Intel Xeon) measured on another CPU needs a name of its own
+    hardware_prefix: str = ""
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        settings = dict(self.__dict__)
+        if not settings["hardware_prefix"]:
+            del settings["hardware_prefix"]  # collections from before the option resume as they were
+        return settings
 
 
 @dataclass
@@ -306,7 +312,7 @@ def collect(settings: CollectSettings, out: str | Path, rpc: RpcSettings | None 
                          "failures": dict(summary.failures)}
     atomic_write_text(out / "collection.json", json.dumps(state, indent=1))
     if import_dataset:
-        summary.dataset = str(import_collection(out, settings.configs, state["provenance"]))
+        summary.dataset = str(import_collection(out, settings.configs, state["provenance"], settings.hardware_prefix))
     return summary
 
 
@@ -318,20 +324,25 @@ def _write_network_map(out: Path, tasks: list[dict]) -> None:
     atomic_write_text(out / "network_map.json", json.dumps(mapping, indent=1))
 
 
-def import_collection(out: Path, configs: list[str], provenance: dict) -> Path:
-    """Import every configuration's database into ``out/dataset`` (duplicates are skipped).
+def import_collection(out: Path, configs: list[str], provenance: dict, hardware_prefix: str = "") -> Path:
+    """Import every configuration's database into ``out/dataset`` (duplicates are skipped), its hardware
+    named ``hardware_prefix`` + the configuration's name.
 
     A configuration already in the dataset keeps the descriptor it was first imported with: a resumed
     collection in a new process measures the machine again, and the import must not refuse it."""
+    from dataclasses import replace
+
     from ..dataset import MANIFEST, read_manifest
-    from ..hardware.registry import spec_from_dict
+    from ..hardware.registry import resolve, spec_from_dict
     from ..importer import import_sources
 
     dataset = out / "dataset"
     known = read_manifest(dataset).get("hardware", {}) if (dataset / MANIFEST).is_file() else {}
-    for name in configs:
-        records = out / name / "database_tuning_record.json"
+    for config in configs:
+        records = out / config / "database_tuning_record.json"
         if records.is_file():  # the database itself, not the failure log beside it
-            spec = spec_from_dict(known[name], str(dataset / MANIFEST)) if name in known else None
+            name = hardware_prefix + config
+            spec = (spec_from_dict(known[name], str(dataset / MANIFEST)) if name in known
+                    else replace(resolve(config), name=name))
             import_sources([records], name, dataset, hardware_spec=spec, quiet=True, provenance=provenance)
     return dataset
