@@ -430,7 +430,9 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
         curve = [{"seconds": 10.0, "trials": 2, "task": "t0", "estimated_latency_ms": float("nan")},
                  {"seconds": 15.0, "trials": 3, "task": "t1", "estimated_latency_ms": 4.0},
                  {"seconds": 40.0, "trials": len(records), "task": "t1", "estimated_latency_ms": 3.0}]
-        (compare / arm / "state.json").write_text(json.dumps(_arm_state(curve)))
+        state = _arm_state(curve)
+        state["sessions"][0]["speed_probe_ms"] = {"xgb": 10.0, "crosstune": 13.0}[arm]  # 30% slower: said
+        (compare / arm / "state.json").write_text(json.dumps(state))
     result = time_checkpoints(compare, fractions=[0.2, 0.5], rounds=2, trial_counts=[3])
     early, half, by_trials = result["checkpoints"]
     assert (early["trials"], early["tasks_measured"], early["output_matches"]) == (0, 0, None)
@@ -449,7 +451,7 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
     assert (by_trials["at_trials"], by_trials["trials"], by_trials["seconds"]) == (3, 3, 15.0)
     assert by_trials["output_matches"] and (compare / "checkpoints" / "crosstune-at-3-trials").is_dir()
     table = format_checkpoints(result)
-    assert "crosstune after 3 trials (37.5%)" in table
+    assert "crosstune after 3 trials (37.5%)" in table and "speed probe xgb: 10 ms; crosstune: 13 ms" in table
     assert "crosstune at 20%" in table and "not compiled" in table
     assert "crosstune at 50%" in table and "xgb-again (control)" in table and "2/2" in table
 
@@ -490,7 +492,7 @@ def test_a_checkpoint_database_holds_the_arms_first_records_and_nothing_else(tmp
 
 
 def test_a_cut_by_trials_holds_the_tasks_begun_and_the_time_of_the_round_that_measured_the_last_one():
-    from crosstune.tvm.checkpoints import plan_by_trials
+    from crosstune.tvm.checkpoints import format_checkpoints, plan_by_trials
 
     curve = [{"seconds": 10.0, "trials": 8, "task": "a", "estimated_latency_ms": float("nan")},
              {"seconds": 30.0, "trials": 20, "task": "b", "estimated_latency_ms": 5.0},
@@ -503,6 +505,13 @@ def test_a_cut_by_trials_holds_the_tasks_begun_and_the_time_of_the_round_that_me
     estimates = [c.estimated_latency_ms for c in cuts]  # the curve's at or before the cut: none inside a round
     assert np.isnan(estimates[:2]).all() and estimates[2:] == [5.0, 5.0, 4.0]
     assert cuts[1].folder.endswith("arm-at-9-trials") and cuts[-1].at_trials == 100
+    row = {"arm": "arm", "fraction": 0.31, "trials": 24, "at_trials": 100, "seconds": 31.0, "tasks_measured": 2,
+           "tasks": 2, "output_matches": None, "reaches_baseline_final": "no", "within_5pct": "no"}
+    result = {"baseline": {"trials": 30, "tuning_seconds": 100.0, "latency_ms": 1.0, "output_matches": True},
+              "control": {"latency_ms": 1.0, "ratio_median": 1.0, "ratio_min": 1.0, "ratio_max": 1.0,
+                          "reaches_baseline_final": "yes", "within_5pct": "yes", "output_matches": True},
+              "checkpoints": [row], "notes": []}
+    assert "arm after 24 (its end, not 100) trials (31.0%)" in format_checkpoints(result)
 
 
 def test_a_checkpoint_verdict_within_the_controls_noise_is_unclear():
@@ -679,7 +688,7 @@ def test_the_report_says_when_sessions_ran_at_different_machine_speeds():
     assert speed_mismatch({"xgb": [100.0], "crosstune": [112.0, 108.0]}) is None  # within 15%
     assert speed_mismatch({"xgb": [100.0], "crosstune": []}) is None  # nothing to compare
     said = speed_mismatch({"xgb": [190.0], "crosstune": [100.0]})
-    assert "1.90x" in said and "xgb: 190 ms" in said and "one session" in said
+    assert "1.90x" in said and "xgb: 190 ms" in said and "one session" in said and "--at-trials" in said
     assert speed_mismatch({"xgb": [100.0, 130.0]}) is not None  # one arm's own sessions differ too
     assert machine_speed_ms(repeats=1) > 0
 

@@ -40,6 +40,8 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 def valid_name(name: str) -> bool:
     """A hardware name: letters, digits, '.', '_' and '-', starting with a letter or digit."""
     return bool(_NAME.match(name))
+
+
 # Fields that must be > 0 (the rest must be >= 0; 0 means "does not apply").
 _POSITIVE = {
     "cpu": ("compute_units", "clock_mhz", "peak_fp32_gflops", "mem_bandwidth_gbs", "l1_kb", "l2_kb", "vector_bytes"),

@@ -201,7 +201,7 @@ def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT
     A checkpoint before every task had a round is not compiled: its untuned tasks would run TVM's default
     schedules (ResNet-18 then took 0.8-0.9 s instead of 27 ms), so it is short of the goal whatever its time."""
     from .compiled import compile_databases
-    from .rounds import this_machine
+    from .rounds import speed_mismatch, speed_probes, this_machine
 
     run = Path(run)
     baseline, arms = check_run(run, arms)
@@ -215,6 +215,9 @@ def time_checkpoints(run: Path, arms: list[str] | None = None, fractions=DEFAULT
     if tuned_on - {here}:
         notes.append(f"tuned on {', '.join(sorted(tuned_on))} and timed on {here}: a program's speed can differ "
                      "between CPUs, so these are the programs' times here")
+    mismatch = speed_mismatch(speed_probes({BASELINE: baseline, **states}))
+    if mismatch:
+        notes.append(mismatch)
     checkpoints = (plan(states, list(fractions), baseline["tuning_seconds"])
                    + plan_by_trials(states, list(trial_counts), baseline["tuning_seconds"]))
     whole = [cp for cp in checkpoints if cp.tasks_measured == len(baseline["tasks"])]
@@ -307,8 +310,10 @@ def format_checkpoints(result: dict) -> str:
              control["within_5pct"], yes[control["output_matches"]]]]
     for cp in result["checkpoints"]:
         compiled = cp["output_matches"] is not None
-        when = (f"after {cp['at_trials']} trials ({100 * cp['fraction']:.1f}%)" if cp.get("at_trials") is not None
-                else f"at {100 * cp['fraction']:g}%")
+        when = f"at {100 * cp['fraction']:g}%"
+        if cp.get("at_trials") is not None:  # a count past the arm's end cuts at its end
+            count = cp["at_trials"] if cp["trials"] == cp["at_trials"] else f"{cp['trials']} (its end, not {cp['at_trials']})"
+            when = f"after {count} trials ({100 * cp['fraction']:.1f}%)"
         rows.append([f"{cp['arm']} {when}", cp["trials"], f"{cp['seconds']:.0f}",
                      f"{cp['tasks_measured']}/{cp['tasks']}", f"{cp['latency_ms']:.3f}" if compiled else "not compiled",
                      ratio(cp) if compiled else "—", cp["reaches_baseline_final"], cp["within_5pct"],

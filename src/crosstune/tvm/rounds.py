@@ -209,7 +209,15 @@ def speed_mismatch(probes: dict[str, list[float]]) -> str | None:
     listed = "; ".join(f"{arm}: {', '.join(f'{p:.0f}' for p in values)} ms" for arm, values in probes.items() if values)
     return (f"the machine's speed differed between tuning sessions (speed probe {listed}; slowest "
             f"{max(every) / min(every):.2f}x the fastest): time fractions across those sessions mix a faster and a "
-            f"slower machine; run the arms in one session to compare their times")
+            f"slower machine; run the arms in one session to compare their times, or compare the arms after as many "
+            f"measurements (crosstune tune-checkpoints RUN --at-trials N,...)")
+
+
+def speed_probes(states: dict[str, dict]) -> dict[str, list[float]]:
+    """Each arm's sessions' speed probes, ms (``states``: arm -> its state.json; recorded since 2026-12-02,
+    session 21; none before)."""
+    return {name: [x["speed_probe_ms"] for x in state.get("sessions", []) if x.get("speed_probe_ms")]
+            for name, state in states.items()}
 
 
 def estimated_latency_ms(tasks: list[dict]) -> float:

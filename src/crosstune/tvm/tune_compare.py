@@ -26,7 +26,7 @@ from . import require_tvm
 from .measure import configuration, make_builder, make_runner, target_of
 from .networks import extract_network_tasks, get_network
 from .arm_timing import ROUNDS, time_in_fresh_process
-from .rounds import DEFAULT_HEAD_START, HEAD_START_OPTIONS, Arm, ArmSettings, SearchSettings, converged, speed_mismatch, this_machine
+from .rounds import DEFAULT_HEAD_START, HEAD_START_OPTIONS, Arm, ArmSettings, SearchSettings, converged, speed_mismatch, speed_probes, this_machine
 from .tune import plot_curves
 
 ARMS = ("xgb", "crosstune", "random")
@@ -467,13 +467,8 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
                   "estimated latency = Σ task weight × best measured task latency over the tuned tasks",
                   COMPILED_NOTE],
         "runs": runs,
-        "speed_mismatch": speed_mismatch(_speed_probes(runs)),
+        "speed_mismatch": speed_mismatch(speed_probes(runs)),
     }
-
-
-def _speed_probes(runs: dict) -> dict[str, list[float]]:
-    """Each arm's sessions' speed probes, ms (recorded since 2026-12-02, session 21; none before)."""
-    return {name: [x["speed_probe_ms"] for x in r["sessions"] if x.get("speed_probe_ms")] for name, r in runs.items()}
 
 
 def _fmt(value, spec: str) -> str:
