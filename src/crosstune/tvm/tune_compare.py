@@ -507,7 +507,7 @@ def _write_report(s: CompareSettings, summary: dict, arms: dict[str, Arm], print
         print_fn(f"tuned on {', '.join(next(iter(machines.values())))}")
     if summary["speed_mismatch"]:
         print_fn(summary["speed_mismatch"])
-    probes = _speed_probes(summary["runs"])
+    probes = speed_probes(summary["runs"])
     unprobed = [name for name, values in probes.items() if not values]
     if unprobed and len(unprobed) < len(probes):
         print_fn(f"no speed probe for {', '.join(unprobed)} (tuned before the probe was recorded): whether the "
