@@ -67,7 +67,7 @@ def hardware_prefix(text: str) -> str:
     """``collect --hardware-prefix``: the start of a hardware name."""
     from .hardware.registry import valid_name
 
-    if text and not valid_name(text + "x"):
+    if text and not valid_name(text):
         raise argparse.ArgumentTypeError(f"{text!r}: a hardware name has letters, digits, '.', '_' and '-' "
                                          "and starts with a letter or digit")
     return text

@@ -108,20 +108,18 @@ def plan_by_trials(states: dict[str, dict], counts: list[int], base_seconds: flo
     first round had begun; its estimate the curve's last at or before the cut. Past the arm's end: its end."""
     checkpoints = []
     for arm, state in states.items():
-        curve = state["curve"]
         for count in counts:
             trials = min(count, state["trials"])
-            started, before = set(), 0
-            seconds, estimates = 0.0, []
-            for point in curve:
-                if before >= trials:
+            rounds, start = [], 0  # the rounds that measured any of the first `trials` records
+            for point in state["curve"]:
+                if start >= trials:
                     break
-                started.add(point.get("task"))
-                seconds = point["seconds"]
-                if point["trials"] <= trials:
-                    estimates.append(point["estimated_latency_ms"])
-                before = point["trials"]
-            checkpoints.append(Checkpoint(arm, seconds / base_seconds, seconds, trials, len(started - {None}),
+                rounds.append(point)
+                start = point["trials"]
+            seconds = rounds[-1]["seconds"] if rounds else 0.0
+            estimates = [p["estimated_latency_ms"] for p in rounds if p["trials"] <= trials]
+            checkpoints.append(Checkpoint(arm, seconds / base_seconds, seconds, trials,
+                                          len({p.get("task") for p in rounds} - {None}),
                                           float(estimates[-1]) if estimates else float("nan"), at_trials=count))
     return checkpoints
 
