@@ -177,3 +177,42 @@ def test_metaschedule_database_reads_without_tvm():
     assert "unknown" not in kinds
     # FLOPs from the parameter shapes: 2 * output elements * (Cin * KH * KW)
     assert all(r.operator.flops > 1e6 for r in records)
+
+
+def test_a_seed_database_lists_each_workloads_programs_that_ran_fastest_first(tmp_path):
+    """crosstune.tvm.seeds reads a MetaSchedule database (the committed real one) without TVM: per workload,
+    distinct programs fastest first; a record that never ran and an unreadable line are counted, not seeds."""
+    import shutil
+
+    from crosstune.tvm.seeds import read_seed_database
+
+    whole = read_seed_database(MS_DB)
+    assert sorted(whole.by_workload) == ["14443411499083074304", "444661384500512004"]
+    for programs in whole.by_workload.values():
+        assert len(programs) == 12 and [s for s, _ in programs] == sorted(s for s, _ in programs)
+    fastest = whole.by_workload["444661384500512004"]
+    assert whole.traces("444661384500512004", 3) == [trace for _, trace in fastest[:3]]
+    assert whole.traces("444661384500512004", 100) == [trace for _, trace in fastest]
+    assert whole.traces("no-such-workload", 3) == []
+    db = tmp_path / "db"
+    shutil.copytree(MS_DB, db)
+    records = (db / "database_tuning_record.json").read_text().splitlines()
+    never_ran = json.loads(records[0])
+    never_ran[1][1] = None  # as MetaSchedule writes a program that failed to build or run
+    duplicate = json.loads(records[1])
+    (db / "database_tuning_record.json").write_text("\n".join(
+        [json.dumps(never_ran), *records[1:], json.dumps(duplicate), '[0, [[["GetSBlock"']) + "\n")
+    damaged = read_seed_database(db / "database_tuning_record.json")  # the file names its folder too
+    assert damaged.failed_programs == 1 and damaged.skipped_lines == 1
+    assert sum(len(p) for p in damaged.by_workload.values()) == 24  # 23 that ran + the duplicate line
+    assert never_ran[0] == duplicate[0] == 0  # both of the first workload's
+    assert len(damaged.traces("14443411499083074304", 100)) == 11  # 12 ran, one twice: it seeds once
+    assert "1 records that never ran left out" in damaged.summary() and "1 unreadable lines" in damaged.summary()
+    with pytest.raises(CrosstuneError, match="not a MetaSchedule database folder"):
+        read_seed_database(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "database_workload.json").write_text("")
+    (empty / "database_tuning_record.json").write_text("")
+    with pytest.raises(CrosstuneError, match="holds no program that ran"):
+        read_seed_database(empty)

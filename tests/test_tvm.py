@@ -405,6 +405,20 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
     assert saved["output_matches"], saved["output_max_abs_error"]
     assert saved["latency_ms"] > 0 and saved["pytorch_latency_ms"] > 0 and saved["trials"] >= 1
     assert (tmp_path / "run" / "tune-curve.png").is_file()
+    # the run's database seeds another: its fastest programs are measured first, inside the budget
+    from crosstune.tvm.convert import plain
+    from crosstune.tvm.seeds import read_seed_database
+
+    seeds = read_seed_database(tmp_path / "run")
+    (shash, programs), = seeds.by_workload.items()  # 8 trials: one round of the first task
+    main(["tune", "--network", "bert_layer", "--model", "xgb", "--trials", "3", "--hardware-config", "local-sse-1c",
+          "--seeds-from", str(tmp_path / "run"), "--seeds-per-task", "2", "--out", str(tmp_path / "seeded")])
+    assert "note: 2 seed programs of 1 tasks measured first" in capsys.readouterr().out
+    again = json.loads((tmp_path / "seeded" / "tune.json").read_text())
+    assert again["curve"][0]["seeds"] == again["curve"][0]["trials"] == 2 and again["trials"] == 3
+    first = [json.loads(line) for line in (tmp_path / "seeded" / "database_tuning_record.json").read_text().splitlines()]
+    assert [plain(record[1][0]) for record in first[:2]] == [plain(trace) for trace in seeds.traces(shash, 2)]
+    assert again["output_matches"]
     # tune-compare's fair timing of arms (a fresh process, interleaved rounds) on the same database
     from crosstune.tvm.arm_timing import main as time_arms_main
 
@@ -839,6 +853,14 @@ def test_tune_compare_refuses_bad_options_with_one_line(capsys, tmp_path):
     assert main([*common, "--out", str(tmp_path / "c"), "--checkpoints", "0.15,0"]) == 2
     err = capsys.readouterr().err
     assert "--checkpoints" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
+    assert main([*common, "--out", str(tmp_path / "s"), "--seeds-from", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "not a MetaSchedule database folder" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "s").exists()
+    from conftest import MS_DB
+
+    assert main([*common, "--out", str(tmp_path / "x"), "--arms", "xgb", "--seeds-from", str(MS_DB)]) == 2
+    assert "--seeds-from seeds the crosstune arm" in capsys.readouterr().err
 
 
 def test_tune_compare_says_whether_a_given_model_saw_the_tuned_configuration(tmp_path, tiny_dataset):
@@ -969,6 +991,47 @@ def test_tune_compare_resumes_after_a_kill_and_reports_time_fractions_per_arm(tm
     assert saved["crosstune-with-light-search"]["fine_tune_epochs"] == 2 and "fine_tune_epochs" not in saved["xgb"]
     tuned = json.loads((out / "crosstune-with-light-search" / "tuned-model" / "config.json").read_text())
     assert len(tuned["history"]["fine_tune"]["epochs"]) == 2  # the last fine-tune ran two epochs
+
+
+def test_a_seeded_arm_measures_the_other_databases_fastest_programs_as_a_tasks_first_round(tmp_path):
+    """--seeds-from: a task the seed database holds starts with its fastest programs there, replayed for this
+    target, built and run without a search; a task it lacks gets an ordinary first round; the baseline gets
+    no seeds. The seeds' time is in the arm's clock and its time split. The arm runs as the --model xgb
+    control, so MetaSchedule's XGBoost is told the seeds' latencies (crosstune's model is told them the same
+    way, but learns from them only when it fine-tunes)."""
+    from conftest import MS_DB
+
+    from crosstune.tvm.convert import plain
+    from crosstune.tvm.rounds import SearchSettings
+    from crosstune.tvm.seeds import read_seed_database
+    from crosstune.tvm.tune_compare import CompareSettings, tune_compare
+
+    lines: list[str] = []
+    settings = CompareSettings("resnet18", "local-avx2-2c", tmp_path / "run", trials=5, arms=["xgb", "crosstune"],
+                               model="xgb", tasks=["conv2d", "mean"], round_trials=2, first_round_trials=2,
+                               search=SearchSettings(population_size=16, genetic_num_iters=1, init_min_unmeasured=2),
+                               fine_tune_every=0, end_to_end=False, seeds_from=str(MS_DB), seeds_per_task=2)
+    report = tune_compare(settings, print_fn=lines.append)
+    seeded_name = next(name for name in report["runs"] if name != "xgb")
+    assert seeded_name.endswith("-xgb-model-seeded")
+    assert any("no pre-trained model (--model xgb): a control" in line for line in lines)
+    seeded, baseline = report["runs"][seeded_name], report["runs"]["xgb"]
+    assert seeded["settings"]["seeds_from"] == str(MS_DB.resolve()) and "seeds_from" not in baseline["settings"]
+    first = {point["task"]: point for point in reversed(seeded["curve"])}  # each task's first point
+    assert first["conv2d"].get("seeds") == 2 and "seeds" not in first["mean"]
+    assert not any("seeds" in point for point in baseline["curve"])
+    assert seeded["time_split_seconds"]["seeds"] > 0 and baseline["time_split_seconds"]["seeds"] == 0
+    assert any("a database tuned elsewhere" in note for note in report["notes"])
+    assert any("seeds: 24 programs of 2 workloads" in line for line in lines)
+    # the arm's first two conv2d records are the seed database's two fastest conv2d programs, replayed
+    arm = tmp_path / "run" / seeded_name
+    shashes = [json.loads(line)[0] for line in (arm / "database_workload.json").read_text().splitlines()]
+    conv = [json.loads(line) for line in (arm / "database_tuning_record.json").read_text().splitlines()
+            if shashes[json.loads(line)[0]] == "14443411499083074304"]
+    expected = read_seed_database(MS_DB).traces("14443411499083074304", 2)
+    assert [plain(record[1][0]) for record in conv[:2]] == [plain(trace) for trace in expected]
+    assert all(record[1][1] for record in conv[:2])  # they ran here
+    assert next(t for t in seeded["tasks"] if t["name"] == "conv2d")["stopped"] is None  # seeds never exhaust a task
 
 
 def test_a_stop_signal_inside_a_tvm_callback_is_an_interruption_not_a_traceback(monkeypatch, capsys,

@@ -572,18 +572,23 @@ def _tune_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--fallback-xgb", action="store_true", help="use XGBoost if the model folder does not load")
     p.add_argument("--fine-tune-every", type=COUNT, default=0, help="fine-tune the model every N new measurements (0: never)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed of the search")
+    p.add_argument("--seeds-from", default=None, metavar="DB_DIR",
+                   help="a MetaSchedule database tuned on other hardware (or other flags): each task's fastest "
+                        "programs there are measured first, within --trials, and the search starts from them")
+    p.add_argument("--seeds-per-task", type=POSITIVE_INT, default=16, help="seed programs per task with --seeds-from")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="folder for the tuning database, results and plot")
     _add_overwrite(p, "tuning run")
 
     def run(args: argparse.Namespace) -> int:
         from .outputs import claim_folder
 
-        out = claim_folder(args.out, "tune", overwrite=args.overwrite, inputs=(args.model,))
+        out = claim_folder(args.out, "tune", overwrite=args.overwrite,
+                           inputs=(args.model, *([args.seeds_from] if args.seeds_from else [])))
         from .tvm.tune import tune_network  # TVM loads slowly: after the cheap checks
 
         with out:
             r = tune_network(args.network, args.model, args.trials, args.hardware_config, args.out, args.fallback_xgb,
-                             args.fine_tune_every, args.seed)
+                             args.fine_tune_every, args.seed, args.seeds_from, args.seeds_per_task)
         print(f"{args.network} tuned with {r.cost_model}: {r.trials} trials in {r.tuning_seconds / 60:.1f} min; "
               f"end-to-end {r.latency_ms:.3f} ms (PyTorch eager {r.pytorch_latency_ms:.3f} ms); output "
               f"{'matches' if r.output_matches else 'DOES NOT match'} PyTorch (max abs error {r.output_max_abs_error:.2e})")
@@ -631,7 +636,8 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
                    help="check convergence and save the cost model every N trials")
     p.add_argument("--arms", default="xgb,crosstune,random", help="comma-separated, of xgb,crosstune,random (xgb is the baseline)")
     p.add_argument("--model", default=None, metavar="DIR",
-                   help="a pre-trained crosstune model (default: pre-train crossfeat on the dataset's other configurations)")
+                   help="a pre-trained crosstune model (default: pre-train crossfeat on the dataset's other "
+                        "configurations); xgb: the crosstune arm's options with MetaSchedule's XGBoost, a control")
     p.add_argument("--pretrain-on", choices=("others", "all"), default="others",
                    help="without --model, pre-train on the dataset's other configurations (zero-shot for "
                         "--hardware-config) or on all of them, its own records included (the report says "
@@ -669,6 +675,11 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
                    help="the crosstune arm's own search population (default: --population); its folder's name says so")
     p.add_argument("--crosstune-genetic-iters", type=POSITIVE_INT, default=None,
                    help="the crosstune arm's own search iterations (default: --genetic-iters)")
+    p.add_argument("--seeds-from", default=None, metavar="DB_DIR",
+                   help="a MetaSchedule database tuned on other hardware (or other flags), e.g. an arm's folder of "
+                        "another run: the crosstune arm measures each task's fastest programs there as the task's "
+                        "first round, before any search (its folder's name says so)")
+    p.add_argument("--seeds-per-task", type=POSITIVE_INT, default=16, help="seed programs per task with --seeds-from")
     p.add_argument("--skip-end-to-end", action="store_true", help="do not compile, check and time the tuned networks (done once every arm has finished, in a fresh process, arms interleaved)")
     p.add_argument("--checkpoints", type=number_list(number(0.0, 2.0, closed_low=False)), default=[],
                    metavar="FRACTIONS",
@@ -684,7 +695,7 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
         if args.report_only and args.overwrite:
             raise CrosstuneError("--report-only reads the run in --out; it cannot be combined with --overwrite")
         out = claim_folder(args.out, "tune-compare", overwrite=args.overwrite, resume=args.resume or args.report_only,
-                           resumable=True, inputs=tuple(args.dataset or ()))
+                           resumable=True, inputs=(*(args.dataset or ()), *([args.seeds_from] if args.seeds_from else [])))
         from .tvm.tune_compare import CompareSettings, tune_compare
 
         head_start = [] if args.head_start.strip() == "none" else split_list(args.head_start)
@@ -702,7 +713,7 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
             else _search_settings(args.crosstune_population or args.population,
                                   args.crosstune_genetic_iters or args.genetic_iters),
             seed=args.seed, end_to_end=not args.skip_end_to_end, report_only=args.report_only,
-            checkpoints=args.checkpoints)
+            checkpoints=args.checkpoints, seeds_from=args.seeds_from, seeds_per_task=args.seeds_per_task)
         with out:
             summary = tune_compare(settings, print_fn=functools.partial(print, flush=True))  # in order with TVM's log
         print(f"report: {Path(args.out) / 'tune-compare.json'}, curves: {Path(args.out) / 'tune-compare-curve.png'}")

@@ -145,10 +145,14 @@ class ArmSettings:
     # added in session 35: written only when not at their defaults, so that the arms saved before resume
     fine_tune_epochs: int = 1
     fine_tune_lr_scale: float = 0.25
+    # added in session 44: a MetaSchedule database tuned on other hardware whose fastest programs of each task
+    # are measured as the task's first round (seeds.py); "" for none
+    seeds_from: str = ""
+    seeds_per_task: int = 0
 
     def to_json(self) -> dict:
         data = asdict(self)
-        for name in ("fine_tune_epochs", "fine_tune_lr_scale"):
+        for name in ("fine_tune_epochs", "fine_tune_lr_scale", "seeds_from", "seeds_per_task"):
             if data[name] == getattr(ArmSettings, name):
                 del data[name]
         if data["search"]["eps_greedy"] == SearchSettings.eps_greedy:
@@ -180,6 +184,7 @@ def _loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+SEED_PROFILE_KEY = "crosstune/SeedRounds"  # seconds of seed rounds (replay, build, run), beside MetaSchedule's keys
 SPEED_TOLERANCE = 0.15  # sessions whose probes differ by more did not tune on the same machine speed
 
 
@@ -284,6 +289,7 @@ class Arm:
         self._one_program: dict[int, bool] = {}
         self._flop_shares: list[float] | None = None
         self._cost_model_base = dict(self.state["cost_model_seconds"])
+        self.seeds = self._read_seeds()
         # the clock runs only inside run_rounds: loading, compiling and reporting are not tuning time
         self.session_started: float | None = None
         self.elapsed_before = self.state["tuning_seconds"]
@@ -354,6 +360,24 @@ class Arm:
                                         "estimated_latency_ms": estimated_latency_ms(self.state["tasks"]),
                                         "task": None, "note": f"{added} trials of an interrupted round"})
         return len(records)
+
+    def _read_seeds(self):
+        if not self.settings.seeds_from:
+            return None
+        from .seeds import read_seed_database
+
+        seeds = read_seed_database(self.settings.seeds_from)
+        self.print(f"  {self.settings.name}: seeds: {seeds.summary()}; up to {self.settings.seeds_per_task} "
+                   f"per task measured as its first round")
+        return seeds
+
+    def seed_traces(self, index: int) -> list:
+        """The seed programs of the task's first round (none: no seeds, not its first round, or the seed
+        database lacks the task)."""
+        if self.seeds is None or self.state["tasks"][index]["rounds"] > 0:
+            return []
+        workload = self.database.commit_workload(self.contexts[index].mod)
+        return self.seeds.traces(str(plain(workload.as_json())[0]), self.settings.seeds_per_task)
 
     def _make_cost_model(self):
         from tvm.s_tir import meta_schedule as ms
@@ -446,6 +470,9 @@ class Arm:
             size = max(1, int(size * TRIMMED_SHARE))
         if "one-program-tasks" in self.settings.head_start and self.one_program(index):
             size = 1
+        seeds = self.seed_traces(index)
+        if seeds:
+            size = len(seeds)  # a seed round measures the seeds, however many the database had
         return max(1, min(size, budget - self.state["trials"]))
 
     def round_search(self, index: int) -> SearchSettings | None:
@@ -513,19 +540,46 @@ class Arm:
 
         return RoundResults()
 
+    def _seed_round(self, index: int, traces: list, builder, runner) -> None:
+        """The task's first round as the seed programs, replayed, built and run, without a search; the cost
+        model is told their latencies as after any round (XGBoost trains on them; crosstune's fine-tunes)."""
+        import tvm
+        from tvm.s_tir import meta_schedule as ms
+
+        from .seeds import measure_seeds
+
+        started = time.perf_counter()
+        context = self.contexts[index]
+        result = measure_seeds(traces, context, builder, runner, self.database)
+        self._round_candidates = list(zip(result.candidates, result.seconds))
+        if result.not_replayed:
+            self.print(f"  {self.settings.name}: {result.not_replayed} of {len(traces)} seeds of "
+                       f"{self.state['tasks'][index]['name']} did not apply to its module (skipped)")
+        if result.candidates:
+            self.cost_model.update(context, result.candidates, [
+                ms.runner.RunnerResult([tvm.tirx.FloatImm("float32", s)] if s is not None else None,
+                                       None if s is not None else "seed failed to build or run")
+                for s in result.seconds])
+        profile = self.state["profile_seconds"]
+        profile[SEED_PROFILE_KEY] = profile.get(SEED_PROFILE_KEY, 0.0) + time.perf_counter() - started
+
     def run_round(self, index: int, size: int, builder, runner) -> int:
         from tvm.s_tir import meta_schedule as ms
 
         task = self.state["tasks"][index]
         self._round_candidates = []
-        callbacks = ms.measure_callback.MeasureCallback.create("default") + [self.measure_callback()]
-        with ms.Profiler() as profiler:
-            ms.tune_tasks(tasks=[self.context(index)], task_weights=[task["weight"]], work_dir=str(self.dir),
-                          max_trials_global=size, num_trials_per_iter=size, builder=builder, runner=runner,
-                          database=self.database, cost_model=self.cost_model, measure_callbacks=callbacks,
-                          task_scheduler="round-robin")
-        for key, value in profiler.get().items():
-            self.state["profile_seconds"][str(key)] = self.state["profile_seconds"].get(str(key), 0.0) + float(value)
+        seeds = self.seed_traces(index)[:size]
+        if seeds:
+            self._seed_round(index, seeds, builder, runner)
+        else:
+            callbacks = ms.measure_callback.MeasureCallback.create("default") + [self.measure_callback()]
+            with ms.Profiler() as profiler:
+                ms.tune_tasks(tasks=[self.context(index)], task_weights=[task["weight"]], work_dir=str(self.dir),
+                              max_trials_global=size, num_trials_per_iter=size, builder=builder, runner=runner,
+                              database=self.database, cost_model=self.cost_model, measure_callbacks=callbacks,
+                              task_scheduler="round-robin")
+            for key, value in profiler.get().items():
+                self.state["profile_seconds"][str(key)] = self.state["profile_seconds"].get(str(key), 0.0) + float(value)
         measured = len(self._round_candidates)
         latencies = [s for _, s in self._round_candidates if s is not None]
         best_before = task["best_seconds"]
@@ -537,13 +591,16 @@ class Arm:
         self.state["trials"] += measured
         self.state["rounds"] += 1
         one_program = "one-program-tasks" in self.settings.head_start and self.one_program(index)
-        task["stopped"] = exhaustion_stop(measured, size, bool(latencies), one_program)
+        # a seed round measures what the other database had, not what a search found: it says nothing of
+        # the space's size, unless the task has one program
+        task["stopped"] = exhaustion_stop(measured, len(seeds) if seeds else size, bool(latencies), one_program) \
+            if not seeds or one_program else None
         if task["stopped"] is None and "early-stop" in self.settings.head_start and self._little_left(task, index):
             task["stopped"] = "model predicts little left to gain"
         self._account_cost_model()
         self.state["curve"].append({"seconds": self.elapsed(), "trials": self.state["trials"],
                                     "estimated_latency_ms": estimated_latency_ms(self.state["tasks"]),
-                                    "task": task["name"]})
+                                    "task": task["name"], **({"seeds": len(seeds)} if seeds else {})})
         return measured
 
     def _little_left(self, task: dict, index: int) -> bool:
@@ -646,6 +703,7 @@ class Arm:
             "cost_model_predict": predict,
             "cost_model_update": update,
             "early_stop_checks": self.state["cost_model_seconds"]["stop_checks"],
+            "seeds": p.get(SEED_PROFILE_KEY, 0.0),
         }
         split["other"] = self.state["tuning_seconds"] - sum(split.values())
         return split

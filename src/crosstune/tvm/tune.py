@@ -46,12 +46,13 @@ class TuneResult:
         return dict(self.__dict__)
 
 
-def _progress_callback(weights: list[float], curve: list[dict], started: float):
+def _progress_callback(weights: list[float], curve: list[dict], started: float, best: list[float], trials_before: int):
+    """``best``: each task's best seconds so far (inf: none; updated in place), ``trials_before``: trials
+    measured before MetaSchedule's tuning began (seeds)."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
-    best = [float("inf")] * len(weights)
-    trials = [0]
+    trials = [trials_before]
 
     @derived_object
     class TuningCurve(PyMeasureCallback):
@@ -80,16 +81,51 @@ def end_to_end(database, mod, target, network: str, config) -> dict:
             "pytorch_latency_ms": float(np.median(compiled.time_pytorch(10)))}
 
 
+def _measure_seeds(seeds_from: str, per_task: int, budget: int, contexts, weights, database, builder, runner,
+                   best: list[float], curve: list[dict], started: float) -> tuple[int, str]:
+    """Each task's fastest programs of the seed database, measured before the search (seeds.py), within
+    ``budget`` trials; ``best`` and ``curve`` take them in. Returns the trials measured and a note."""
+    from .convert import plain
+    from .seeds import measure_seeds, read_seed_database
+
+    seeds = read_seed_database(seeds_from)
+    measured = not_replayed = tasks = 0
+    for index, context in enumerate(contexts):
+        shash = str(plain(database.commit_workload(context.mod).as_json())[0])
+        traces = seeds.traces(shash, min(per_task, budget - measured))
+        if not traces:
+            continue
+        result = measure_seeds(traces, context, builder, runner, database)
+        ran = [s for s in result.seconds if s is not None]
+        best[index] = min([best[index], *ran])
+        measured += len(result.seconds)
+        not_replayed += result.not_replayed
+        tasks += 1
+    estimate = sum(float(w) * b for w, b in zip(weights, best)) if all(np.isfinite(best)) else float("nan")
+    curve.append({"seconds": time.perf_counter() - started, "trials": measured, "estimated_latency_ms": estimate * 1e3,
+                  "seeds": measured})
+    note = (f"{measured} seed programs of {tasks} tasks measured first ({seeds.summary()})"
+            + (f"; {not_replayed} did not apply to their task's module" if not_replayed else ""))
+    return measured, note
+
+
 def tune_network(network: str, model_spec: str, trials: int, hardware_config: str, out: str | Path,
-                 fallback_xgb: bool = False, fine_tune_every: int = 0, seed: int = 0) -> TuneResult:
+                 fallback_xgb: bool = False, fine_tune_every: int = 0, seed: int = 0, seeds_from: str | None = None,
+                 seeds_per_task: int = 16) -> TuneResult:
     """Tune ``network`` for ``trials`` measured programs with the cost model ``model_spec`` (a crosstune
-    model directory, or ``xgb`` for MetaSchedule's default)."""
+    model directory, or ``xgb`` for MetaSchedule's default); with ``seeds_from``, each task's
+    ``seeds_per_task`` fastest programs in that database (tuned elsewhere) are measured first, within
+    the same budget, and the search starts from them."""
     require_tvm()
     get_network(network)
     config = configuration(hardware_config)
     config.check_supported()  # before anything is measured
     if trials < 1:
         raise CrosstuneError("--trials must be at least 1")
+    if seeds_from is not None:
+        from .seeds import read_seed_database
+
+        read_seed_database(seeds_from)  # a bad folder fails before anything is measured
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []
@@ -119,13 +155,21 @@ def tune_network(network: str, model_spec: str, trials: int, hardware_config: st
     database = ms.database.JSONDatabase(path_workload=str(out / "database_workload.json"),
                                         path_tuning_record=str(out / "database_tuning_record.json"))
     curve: list[dict] = []
+    best = [float("inf")] * len(contexts)
+    builder, runner = make_builder(), make_runner(config)
     started = time.perf_counter()
+    seeded = 0
+    if seeds_from is not None:
+        seeded, note = _measure_seeds(seeds_from, seeds_per_task, trials, contexts, weights, database, builder, runner,
+                                      best, curve, started)
+        notes.append(note)
     callbacks = ms.measure_callback.MeasureCallback.create("default") + [
-        _progress_callback([float(w) for w in weights], curve, started)]
+        _progress_callback([float(w) for w in weights], curve, started, best, seeded)]
     with ms.Profiler() as profiler:
-        ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(out), max_trials_global=trials,
-                      num_trials_per_iter=NUM_TRIALS_PER_ITER, builder=make_builder(), runner=make_runner(config),
-                      database=database, cost_model=cost_model, measure_callbacks=callbacks)
+        if trials > seeded:
+            ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(out), max_trials_global=trials - seeded,
+                          num_trials_per_iter=NUM_TRIALS_PER_ITER, builder=builder, runner=runner,
+                          database=database, cost_model=cost_model, measure_callbacks=callbacks)
     result = TuneResult(network, "xgb" if adapter is None else f"crosstune:{model_spec}", hardware_config,
                         curve[-1]["trials"] if curve else 0, time.perf_counter() - started, curve, tasks=len(contexts),
                         notes=notes)

@@ -32,6 +32,9 @@ from .tune import plot_curves
 ARMS = ("xgb", "crosstune", "random")
 PRETRAIN_ON = ("others", "all")
 WITHIN = 0.05  # "within 5% of the baseline's final latency"
+# --model xgb: the crosstune arm's head-start options (and seeds) with MetaSchedule's XGBoost instead of a
+# pre-trained model, learning from this run's measurements only: what the options give without the model
+XGB_CONTROL = "xgb"
 
 
 @dataclass
@@ -69,6 +72,9 @@ class CompareSettings:
     # fractions of the baseline's time at which every other arm's network in ``out`` is compiled and timed
     # beside the baseline's final (tune-checkpoints), once the arms are done; empty: none
     checkpoints: list[float] = field(default_factory=list)
+    # the crosstune arm's seed programs (seeds.py): a database tuned elsewhere, and how many per task
+    seeds_from: str | None = None
+    seeds_per_task: int = 16
 
     def check(self) -> None:
         if (self.trials is None) == (not self.until_converged):
@@ -89,6 +95,16 @@ class CompareSettings:
             raise CrosstuneError("--pretrain-on chooses what tune-compare pre-trains; --model is already trained")
         if self.fine_tune_epochs < 1 or not self.fine_tune_lr_scale > 0:
             raise CrosstuneError("--fine-tune-epochs must be at least 1 and --fine-tune-lr-scale above 0")
+        if self.seeds_from is not None:
+            from .seeds import read_seed_database
+
+            if "crosstune" not in self.arms:
+                raise CrosstuneError("--seeds-from seeds the crosstune arm; add it to --arms")
+            if self.seeds_per_task < 1:
+                raise CrosstuneError("--seeds-per-task must be at least 1")
+            read_seed_database(self.seeds_from)  # a bad folder fails here, before any tuning
+            # an absolute path: the arm's saved settings must name the same database when resumed from elsewhere
+            self.seeds_from = str(Path(self.seeds_from).resolve())
 
 
 def crosstune_arm_name(head_start: list[str], search: SearchSettings | None = None) -> str:
@@ -126,6 +142,10 @@ def _pretrained_model(s: CompareSettings, print_fn) -> tuple[str, dict]:
     """The crosstune model's directory and how it was made: --model, or crossfeat pre-trained on the
     dataset's other configurations (or all of them, with --pretrain-on all), kept in --out so that a rerun
     does not train again. Either way the info says whether the tuned configuration was in the training."""
+    if s.model == XGB_CONTROL:
+        print_fn("crosstune arm with MetaSchedule's XGBoost, no pre-trained model (--model xgb): a control for "
+                 "what the head-start options" + (" and seeds" if s.seeds_from else "") + " give by themselves")
+        return XGB_CONTROL, {"model": XGB_CONTROL, "pretrained_here": False, "pretrained_on": [], "zero_shot": None}
     if s.model:
         info = {"model": s.model, "pretrained_here": False, "pretrained_on": _hardware_seen(s.model)}
     else:
@@ -146,6 +166,8 @@ def _hardware_seen(model_dir: str) -> list[str]:
 
 def _zero_shot_line(config_name: str, info: dict) -> str:
     seen = info["pretrained_on"]
+    if info["model"] == XGB_CONTROL:
+        return "crosstune arm with MetaSchedule's XGBoost (--model xgb): no pre-trained model, a control"
     if info["zero_shot"] is None:
         return f"crosstune model {info['model']}: it records no training hardware, so whether it saw {config_name} is not known"
     what = (f"zero-shot for {config_name}" if info["zero_shot"] else
@@ -325,10 +347,12 @@ def tune_compare(s: CompareSettings, print_fn=print) -> dict:
 
     def arm(name: str, cost_model: str, head_start: list[str], fine_tune_every: int,
             search: SearchSettings) -> Arm:
+        seeded = s.seeds_from and name == folders.get("crosstune")
         settings = ArmSettings(name, cost_model, s.network, s.hardware_config, names, s.round_trials,
                                s.first_round_trials, sorted(head_start), fine_tune_every, s.seed, search,
                                **({"fine_tune_epochs": s.fine_tune_epochs, "fine_tune_lr_scale": s.fine_tune_lr_scale}
-                                  if fine_tune_every else {}))
+                                  if fine_tune_every else {}),
+                               **({"seeds_from": s.seeds_from, "seeds_per_task": s.seeds_per_task} if seeded else {}))
         def contexts_with(search: SearchSettings):
             strategy = ms.search_strategy.EvolutionarySearch(population_size=search.population_size,
                                                              init_min_unmeasured=search.init_min_unmeasured,
@@ -398,7 +422,9 @@ def _time_checkpoints(s: CompareSettings, summary: dict, print_fn) -> None:
 
 def _arm_folders(s: CompareSettings) -> dict[str, str]:
     """The folder of every arm the settings ask for, by kind, the baseline first."""
-    folders = {"xgb": "xgb", "crosstune": crosstune_arm_name(s.head_start, s.crosstune_search), "random": "random"}
+    crosstune = (crosstune_arm_name(s.head_start, s.crosstune_search) + ("-xgb-model" if s.model == XGB_CONTROL else "")
+                 + ("-seeded" if s.seeds_from else ""))
+    folders = {"xgb": "xgb", "crosstune": crosstune, "random": "random"}
     return {kind: folder for kind, folder in folders.items() if kind in s.arms}
 
 
@@ -465,7 +491,10 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
         "notes": ["fractions are of the baseline's tuning wall time and exclude the crosstune model's "
                   "pre-training (done once, offline, on other hardware); see pretrain.seconds",
                   "estimated latency = Σ task weight × best measured task latency over the tuned tasks",
-                  COMPILED_NOTE],
+                  COMPILED_NOTE]
+        + ([f"the crosstune arm's first round of each task measured the {s.seeds_per_task} fastest programs of "
+            f"that task in {s.seeds_from}, a database tuned elsewhere: the time that database took is not counted"]
+           if s.seeds_from else []),
         "runs": runs,
         "speed_mismatch": speed_mismatch(speed_probes(runs)),
     }
