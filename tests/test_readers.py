@@ -193,7 +193,7 @@ def test_a_seed_database_lists_each_workloads_programs_that_ran_fastest_first(tm
     fastest = whole.by_workload["444661384500512004"]
     assert whole.traces("444661384500512004", 3) == [trace for _, trace in fastest[:3]]
     assert whole.traces("444661384500512004", 100) == [trace for _, trace in fastest]
-    assert whole.traces("no-such-workload", 3) == []
+    assert whole.traces("no-such-workload", 3) == [] and whole.traces("444661384500512004", 0) == []
     db = tmp_path / "db"
     shutil.copytree(MS_DB, db)
     records = (db / "database_tuning_record.json").read_text().splitlines()

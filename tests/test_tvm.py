@@ -410,14 +410,19 @@ def test_tune_a_network_end_to_end_reports_failed_model_calls_and_checks_against
     from crosstune.tvm.seeds import read_seed_database
 
     seeds = read_seed_database(tmp_path / "run")
-    (shash, programs), = seeds.by_workload.items()  # 8 trials: one round of the first task
-    main(["tune", "--network", "bert_layer", "--model", "xgb", "--trials", "3", "--hardware-config", "local-sse-1c",
-          "--seeds-from", str(tmp_path / "run"), "--seeds-per-task", "2", "--out", str(tmp_path / "seeded")])
-    assert "note: 2 seed programs of 1 tasks measured first" in capsys.readouterr().out
+    expected = {shash: [plain(t) for t in seeds.traces(shash, 2)] for shash in seeds.by_workload}
+    seeded = sum(len(traces) for traces in expected.values())
+    main(["tune", "--network", "bert_layer", "--model", "xgb", "--trials", str(seeded + 1), "--hardware-config",
+          "local-sse-1c", "--seeds-from", str(tmp_path / "run"), "--seeds-per-task", "2", "--out", str(tmp_path / "seeded")])
+    assert f"note: {seeded} seed programs of {len(expected)} tasks measured first" in capsys.readouterr().out
     again = json.loads((tmp_path / "seeded" / "tune.json").read_text())
-    assert again["curve"][0]["seeds"] == again["curve"][0]["trials"] == 2 and again["trials"] == 3
-    first = [json.loads(line) for line in (tmp_path / "seeded" / "database_tuning_record.json").read_text().splitlines()]
-    assert [plain(record[1][0]) for record in first[:2]] == [plain(trace) for trace in seeds.traces(shash, 2)]
+    assert again["curve"][0]["seeds"] == again["curve"][0]["trials"] == seeded and again["trials"] == seeded + 1
+    shashes = [json.loads(line)[0] for line in (tmp_path / "seeded" / "database_workload.json").read_text().splitlines()]
+    measured: dict[str, list] = {}
+    for line in (tmp_path / "seeded" / "database_tuning_record.json").read_text().splitlines()[:seeded]:
+        record = json.loads(line)
+        measured.setdefault(shashes[record[0]], []).append(plain(record[1][0]))
+    assert measured == expected  # each task's two fastest programs of the run, measured first
     assert again["output_matches"]
     # tune-compare's fair timing of arms (a fresh process, interleaved rounds) on the same database
     from crosstune.tvm.arm_timing import main as time_arms_main

@@ -37,6 +37,8 @@ class SeedDatabase:
     def traces(self, shash: str, count: int) -> list[list]:
         """The ``count`` fastest distinct programs of the workload (none when the database lacks it)."""
         seen, chosen = set(), []
+        if count < 1:
+            return chosen
         for _, trace in self.by_workload.get(shash, []):
             text = json.dumps(trace, sort_keys=True)
             if text not in seen:

@@ -81,14 +81,13 @@ def end_to_end(database, mod, target, network: str, config) -> dict:
             "pytorch_latency_ms": float(np.median(compiled.time_pytorch(10)))}
 
 
-def _measure_seeds(seeds_from: str, per_task: int, budget: int, contexts, weights, database, builder, runner,
+def _measure_seeds(seeds, per_task: int, budget: int, contexts, weights, database, builder, runner,
                    best: list[float], curve: list[dict], started: float) -> tuple[int, str]:
-    """Each task's fastest programs of the seed database, measured before the search (seeds.py), within
-    ``budget`` trials; ``best`` and ``curve`` take them in. Returns the trials measured and a note."""
+    """Each task's fastest programs of the seed database (a seeds.SeedDatabase), measured before the search,
+    within ``budget`` trials; ``best`` and ``curve`` take them in. Returns the trials measured and a note."""
     from .convert import plain
-    from .seeds import measure_seeds, read_seed_database
+    from .seeds import measure_seeds
 
-    seeds = read_seed_database(seeds_from)
     measured = not_replayed = tasks = 0
     for index, context in enumerate(contexts):
         shash = str(plain(database.commit_workload(context.mod).as_json())[0])
@@ -122,10 +121,11 @@ def tune_network(network: str, model_spec: str, trials: int, hardware_config: st
     config.check_supported()  # before anything is measured
     if trials < 1:
         raise CrosstuneError("--trials must be at least 1")
+    seeds = None
     if seeds_from is not None:
         from .seeds import read_seed_database
 
-        read_seed_database(seeds_from)  # a bad folder fails before anything is measured
+        seeds = read_seed_database(seeds_from)  # a bad folder fails before anything is measured
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []
@@ -159,8 +159,8 @@ def tune_network(network: str, model_spec: str, trials: int, hardware_config: st
     builder, runner = make_builder(), make_runner(config)
     started = time.perf_counter()
     seeded = 0
-    if seeds_from is not None:
-        seeded, note = _measure_seeds(seeds_from, seeds_per_task, trials, contexts, weights, database, builder, runner,
+    if seeds is not None:
+        seeded, note = _measure_seeds(seeds, seeds_per_task, trials, contexts, weights, database, builder, runner,
                                       best, curve, started)
         notes.append(note)
     callbacks = ms.measure_callback.MeasureCallback.create("default") + [
