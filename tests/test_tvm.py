@@ -717,11 +717,12 @@ def test_a_first_round_is_small_only_with_the_small_first_round_option():
 
     from crosstune.tvm.rounds import DEFAULT_HEAD_START, Arm, ArmSettings
 
-    def arm(head_start, rounds, trials=0, light=False):
+    def arm(head_start, rounds, trials=0, light=False, seeds=0):
         settings = ArmSettings("crosstune", "model", "resnet18", "local-avx2-2c", ["conv2d"], round_trials=64,
                                first_round_trials=16, head_start=list(head_start))
         return SimpleNamespace(settings=settings, state={"trials": trials, "tasks": [{"rounds": rounds}]},
-                               one_program=lambda index: False, light=lambda index: light)
+                               one_program=lambda index: False, light=lambda index: light,
+                               seed_traces=lambda index: [["trace"]] * seeds if rounds == 0 else [])
 
     assert "small-first-round" not in DEFAULT_HEAD_START and "light-first-round" in DEFAULT_HEAD_START
     assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0), 0, budget=1000) == 64  # the default: a full round...
@@ -734,6 +735,10 @@ def test_a_first_round_is_small_only_with_the_small_first_round_option():
     assert Arm.round_size(arm(["light-first-round"], rounds=0, light=False), 0, budget=1000) == 64
     assert Arm.round_size(arm(["light-first-round"], rounds=1, light=True), 0, budget=1000) == 64
     assert Arm.round_size(arm(["early-stop"], rounds=0, light=True), 0, budget=1000) == 64  # not without the option
+    # a seeded first round measures the seeds, whatever the round would have been, within the budget
+    assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0, seeds=5), 0, budget=1000) == 5
+    assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0, light=True, seeds=40), 0, budget=1000) == 40
+    assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0, trials=997, seeds=5), 0, budget=1000) == 3
     # trimmed-first-round: a heavy task's first round is three quarters of a round; a light one keeps its 16
     trimmed = [*DEFAULT_HEAD_START, "trimmed-first-round"]
     assert Arm.round_size(arm(trimmed, rounds=0), 0, budget=1000) == 48
