@@ -1041,7 +1041,13 @@ def test_a_seeded_arm_measures_the_other_databases_fastest_programs_as_a_tasks_f
     expected = read_seed_database(MS_DB).traces("14443411499083074304", 2)
     assert [plain(record[1][0]) for record in conv[:2]] == [plain(trace) for trace in expected]
     assert all(record[1][1] for record in conv[:2])  # they ran here
-    assert next(t for t in seeded["tasks"] if t["name"] == "conv2d")["stopped"] is None  # seeds never exhaust a task
+    assert any("1 of the 2 tasks are there" in line for line in lines)
+    # a database of another network seeds nothing: refused before any tuning of the arm
+    other = CompareSettings("resnet18", "local-avx2-2c", tmp_path / "other", trials=2, arms=["xgb", "crosstune"],
+                            model="xgb", tasks=["mean"], round_trials=2, end_to_end=False, fine_tune_every=0,
+                            search=settings.search, seeds_from=str(MS_DB))
+    with pytest.raises(CrosstuneError, match="holds none of the 1 tuned tasks"):
+        tune_compare(other, print_fn=lines.append)
 
 
 def test_a_stop_signal_inside_a_tvm_callback_is_an_interruption_not_a_traceback(monkeypatch, capsys,

@@ -574,7 +574,8 @@ def _tune_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--seed", type=SEED, default=0, help="random seed of the search")
     p.add_argument("--seeds-from", default=None, metavar="DB_DIR",
                    help="a MetaSchedule database tuned on other hardware (or other flags): each task's fastest "
-                        "programs there are measured first, within --trials, and the search starts from them")
+                        "programs there are measured first, within --trials, and the search starts from them (they "
+                        "go into the database the search starts from; the cost model learns from its own rounds only)")
     p.add_argument("--seeds-per-task", type=POSITIVE_INT, default=16, help="seed programs per task with --seeds-from")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="folder for the tuning database, results and plot")
     _add_overwrite(p, "tuning run")
@@ -637,7 +638,8 @@ def _tune_compare_args(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--arms", default="xgb,crosstune,random", help="comma-separated, of xgb,crosstune,random (xgb is the baseline)")
     p.add_argument("--model", default=None, metavar="DIR",
                    help="a pre-trained crosstune model (default: pre-train crossfeat on the dataset's other "
-                        "configurations); xgb: the crosstune arm's options with MetaSchedule's XGBoost, a control")
+                        "configurations); xgb: the crosstune arm's options and seeds with MetaSchedule's XGBoost, a "
+                        "control (early-stop and online-trees need a pre-trained model and do nothing there)")
     p.add_argument("--pretrain-on", choices=("others", "all"), default="others",
                    help="without --model, pre-train on the dataset's other configurations (zero-shot for "
                         "--hardware-config) or on all of them, its own records included (the report says "

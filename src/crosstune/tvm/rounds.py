@@ -362,13 +362,20 @@ class Arm:
         return len(records)
 
     def _read_seeds(self):
-        if not self.settings.seeds_from:
+        """The seed database, or None without one or once the arm is done (a finished run is reported without
+        it). A database that holds none of the tuned tasks is refused: it was tuned for another network."""
+        if not self.settings.seeds_from or self.state["done"]:
             return None
         from .seeds import read_seed_database
 
         seeds = read_seed_database(self.settings.seeds_from)
-        self.print(f"  {self.settings.name}: seeds: {seeds.summary()}; up to {self.settings.seeds_per_task} "
-                   f"per task measured as its first round")
+        held = sum(1 for context in self.contexts
+                   if str(plain(self.database.commit_workload(context.mod).as_json())[0]) in seeds.by_workload)
+        if not held:
+            raise CrosstuneError(f"--seeds-from {self.settings.seeds_from}: holds none of the {len(self.contexts)} "
+                                 f"tuned tasks (a database of another network?)")
+        self.print(f"  {self.settings.name}: seeds: {seeds.summary()}; {held} of the {len(self.contexts)} tasks "
+                   f"are there, up to {self.settings.seeds_per_task} programs each measured as their first round")
         return seeds
 
     def seed_traces(self, index: int) -> list:
@@ -540,9 +547,10 @@ class Arm:
 
         return RoundResults()
 
-    def _seed_round(self, index: int, traces: list, builder, runner) -> None:
+    def _seed_round(self, index: int, traces: list, builder, runner) -> bool:
         """The task's first round as the seed programs, replayed, built and run, without a search; the cost
-        model is told their latencies as after any round (XGBoost trains on them; crosstune's fine-tunes)."""
+        model is told their latencies as after any round (XGBoost trains on them; crosstune's fine-tunes).
+        False when no seed applied to the task's module: nothing was measured."""
         import tvm
         from tvm.s_tir import meta_schedule as ms
 
@@ -562,6 +570,7 @@ class Arm:
                 for s in result.seconds])
         profile = self.state["profile_seconds"]
         profile[SEED_PROFILE_KEY] = profile.get(SEED_PROFILE_KEY, 0.0) + time.perf_counter() - started
+        return bool(result.candidates)
 
     def run_round(self, index: int, size: int, builder, runner) -> int:
         from tvm.s_tir import meta_schedule as ms
@@ -569,9 +578,9 @@ class Arm:
         task = self.state["tasks"][index]
         self._round_candidates = []
         seeds = self.seed_traces(index)[:size]
-        if seeds:
-            self._seed_round(index, seeds, builder, runner)
-        else:
+        if seeds and not self._seed_round(index, seeds, builder, runner):
+            seeds = []  # none applied: an ordinary first round instead
+        if not seeds:
             callbacks = ms.measure_callback.MeasureCallback.create("default") + [self.measure_callback()]
             with ms.Profiler() as profiler:
                 ms.tune_tasks(tasks=[self.context(index)], task_weights=[task["weight"]], work_dir=str(self.dir),
@@ -600,7 +609,7 @@ class Arm:
         self._account_cost_model()
         self.state["curve"].append({"seconds": self.elapsed(), "trials": self.state["trials"],
                                     "estimated_latency_ms": estimated_latency_ms(self.state["tasks"]),
-                                    "task": task["name"], **({"seeds": len(seeds)} if seeds else {})})
+                                    "task": task["name"], **({"seeds": measured} if seeds else {})})
         return measured
 
     def _little_left(self, task: dict, index: int) -> bool:

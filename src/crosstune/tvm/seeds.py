@@ -68,9 +68,14 @@ def read_seed_database(path: str | Path) -> SeedDatabase:
     if missing:
         raise CrosstuneError(f"--seeds-from {path}: not a MetaSchedule database folder (no {' or '.join(missing)} "
                              f"there); give the folder a tuning run wrote, e.g. a tune-compare arm's")
+    try:
+        workload_lines = (folder / WORKLOAD_FILE).read_text().splitlines()
+        record_lines = (folder / RECORD_FILE).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise CrosstuneError(f"--seeds-from {path}: cannot read the database ({err})") from None
     skipped = 0
     shashes = []
-    for line in (folder / WORKLOAD_FILE).read_text().splitlines():
+    for line in workload_lines:
         try:
             shashes.append(str(json.loads(line)[0]))
         except (ValueError, IndexError, TypeError):
@@ -78,14 +83,14 @@ def read_seed_database(path: str | Path) -> SeedDatabase:
             skipped += 1
     by_workload: dict[str, list[tuple[float, list]]] = {}
     failed = 0
-    for line in (folder / RECORD_FILE).read_text().splitlines():
+    for line in record_lines:
         try:
             index, (trace, run_secs, *_rest) = json.loads(line)
             shash = shashes[index]
+            seconds = [float(s) for s in run_secs] if run_secs else []
         except (ValueError, IndexError, TypeError):
             skipped += 1
             continue
-        seconds = [float(s) for s in run_secs] if run_secs else []
         if shash is None:
             skipped += 1
         elif not seconds or not all(math.isfinite(s) and s > 0 for s in seconds):

@@ -84,7 +84,9 @@ def end_to_end(database, mod, target, network: str, config) -> dict:
 def _measure_seeds(seeds, per_task: int, budget: int, contexts, weights, database, builder, runner,
                    best: list[float], curve: list[dict], started: float) -> tuple[int, str]:
     """Each task's fastest programs of the seed database (a seeds.SeedDatabase), measured before the search,
-    within ``budget`` trials; ``best`` and ``curve`` take them in. Returns the trials measured and a note."""
+    within ``budget`` trials; ``best`` and ``curve`` take them in. Returns the trials measured and a note.
+    They reach MetaSchedule's search through the database (its evolutionary search starts from the best
+    measured programs); the cost model learns from the search's own rounds, as it would without seeds."""
     from .convert import plain
     from .seeds import measure_seeds
 
@@ -99,7 +101,10 @@ def _measure_seeds(seeds, per_task: int, budget: int, contexts, weights, databas
         best[index] = min([best[index], *ran])
         measured += len(result.seconds)
         not_replayed += result.not_replayed
-        tasks += 1
+        tasks += bool(result.seconds)
+    if not tasks and not not_replayed:
+        raise CrosstuneError(f"--seeds-from {seeds.path}: holds none of the network's {len(contexts)} tasks "
+                             f"(a database of another network?)")
     estimate = sum(float(w) * b for w, b in zip(weights, best)) if all(np.isfinite(best)) else float("nan")
     curve.append({"seconds": time.perf_counter() - started, "trials": measured, "estimated_latency_ms": estimate * 1e3,
                   "seeds": measured})

@@ -33,7 +33,8 @@ ARMS = ("xgb", "crosstune", "random")
 PRETRAIN_ON = ("others", "all")
 WITHIN = 0.05  # "within 5% of the baseline's final latency"
 # --model xgb: the crosstune arm's head-start options (and seeds) with MetaSchedule's XGBoost instead of a
-# pre-trained model, learning from this run's measurements only: what the options give without the model
+# pre-trained model, learning from this run's measurements only: what the options give without the model.
+# early-stop and online-trees ask the pre-trained model, so they do nothing in this arm
 XGB_CONTROL = "xgb"
 
 
@@ -102,7 +103,8 @@ class CompareSettings:
                 raise CrosstuneError("--seeds-from seeds the crosstune arm; add it to --arms")
             if self.seeds_per_task < 1:
                 raise CrosstuneError("--seeds-per-task must be at least 1")
-            read_seed_database(self.seeds_from)  # a bad folder fails here, before any tuning
+            if not self.report_only:  # a finished run is reported without its seed database
+                read_seed_database(self.seeds_from)  # a bad folder fails here, before any tuning
             # an absolute path: the arm's saved settings must name the same database when resumed from elsewhere
             self.seeds_from = str(Path(self.seeds_from).resolve())
 
@@ -492,7 +494,7 @@ def _summary(s: CompareSettings, arms: dict[str, Arm], names: list[str], pretrai
                   "pre-training (done once, offline, on other hardware); see pretrain.seconds",
                   "estimated latency = Σ task weight × best measured task latency over the tuned tasks",
                   COMPILED_NOTE]
-        + ([f"the crosstune arm's first round of each task measured the {s.seeds_per_task} fastest programs of "
+        + ([f"the crosstune arm's first round of each task measured up to {s.seeds_per_task} fastest programs of "
             f"that task in {s.seeds_from}, a database tuned elsewhere: the time that database took is not counted"]
            if s.seeds_from else []),
         "runs": runs,
