@@ -712,7 +712,7 @@ def test_the_report_says_when_sessions_ran_at_different_machine_speeds():
     assert machine_speed_ms(repeats=1) > 0
 
 
-def test_a_first_round_is_small_only_with_the_small_first_round_option():
+def test_a_first_round_is_small_only_with_the_small_first_round_option(tmp_path):
     from types import SimpleNamespace
 
     from crosstune.tvm.rounds import DEFAULT_HEAD_START, Arm, ArmSettings
@@ -736,6 +736,11 @@ def test_a_first_round_is_small_only_with_the_small_first_round_option():
     assert Arm.round_size(arm(["light-first-round"], rounds=1, light=True), 0, budget=1000) == 64
     assert Arm.round_size(arm(["early-stop"], rounds=0, light=True), 0, budget=1000) == 64  # not without the option
     # a seeded first round measures the seeds, whatever the round would have been, within the budget
+    from crosstune.tvm.seeds import SeedDatabase
+
+    killed = SimpleNamespace(seeds=SeedDatabase(tmp_path, {"w": [(1.0, ["trace"])]}),
+                             state={"tasks": [{"rounds": 0, "trials": 3}]})
+    assert Arm.seed_traces(killed, 0) == []  # a killed seed round's trials are re-used, not measured again
     assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0, seeds=5), 0, budget=1000) == 5
     assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0, light=True, seeds=40), 0, budget=1000) == 40
     assert Arm.round_size(arm(DEFAULT_HEAD_START, rounds=0, trials=997, seeds=5), 0, budget=1000) == 3

@@ -379,9 +379,11 @@ class Arm:
         return seeds
 
     def seed_traces(self, index: int) -> list:
-        """The seed programs of the task's first round (none: no seeds, not its first round, or the seed
-        database lacks the task)."""
-        if self.seeds is None or self.state["tasks"][index]["rounds"] > 0:
+        """The seed programs of the task's first round (none: no seeds, not its first round, the seed
+        database lacks the task, or a round killed before it was recorded already measured some: a restart
+        re-uses those trials, so measuring the seeds again would only repeat them)."""
+        task = self.state["tasks"][index]
+        if self.seeds is None or task["rounds"] > 0 or task["trials"] > 0:
             return []
         workload = self.database.commit_workload(self.contexts[index].mod)
         return self.seeds.traces(str(plain(workload.as_json())[0]), self.settings.seeds_per_task)
