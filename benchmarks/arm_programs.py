@@ -25,12 +25,12 @@ def traces_by_task(arm: Path) -> list[tuple]:
     """(task module, [trace of every program measured for it]) per task of the arm's database."""
     from tvm.s_tir import meta_schedule as ms
 
-    from crosstune.tvm.convert import plain
+    from crosstune.tvm.convert import workload_hash
 
     database = ms.database.JSONDatabase(path_workload=str(arm / "database_workload.json"),
                                         path_tuning_record=str(arm / "database_tuning_record.json"),
                                         allow_missing=False)
     by_task: dict[str, tuple] = {}
     for record in database.get_all_tuning_records():
-        by_task.setdefault(str(plain(record.workload.as_json())[0]), (record.workload.mod, []))[1].append(record.trace)
+        by_task.setdefault(workload_hash(record.workload), (record.workload.mod, []))[1].append(record.trace)
     return list(by_task.values())

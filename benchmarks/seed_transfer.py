@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from tvm.s_tir import meta_schedule as ms
 
-    from crosstune.tvm.convert import plain
+    from crosstune.tvm.convert import workload_hash
     from crosstune.tvm.measure import configuration, make_builder, make_runner, target_of
     from crosstune.tvm.networks import extract_network_tasks
     from crosstune.tvm.seeds import measure_seeds, read_seed_database
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     builder, runner = make_builder(), make_runner(config)
     rows, started = [], time.perf_counter()
     for task, context in zip(extracted, contexts):
-        shash = str(plain(database.commit_workload(context.mod).as_json())[0])
+        shash = workload_hash(database.commit_workload(context.mod))
         traces = seeds.traces(shash, args.per_task)
         result = measure_seeds(traces, context, builder, runner, database)
         ran = [s for s in result.seconds if s is not None]

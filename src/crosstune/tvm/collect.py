@@ -35,7 +35,7 @@ from ..errors import CrosstuneError
 from ..hardware.local import detect_local
 from ..records.operators import task_id_of
 from . import require_tvm
-from .convert import plain as _plain
+from .convert import plain as _plain, workload_hash
 from .measure import RpcSettings, build_and_run, configuration, make_builder, make_runner, target_of
 from .networks import extract_network_tasks, get_network
 
@@ -181,7 +181,7 @@ def _measured_traces(database) -> dict[str, set[str]]:
     """The traces already in the database, by workload structural hash (read once per configuration)."""
     done: dict[str, set[str]] = {}
     for record in database.get_all_tuning_records():
-        shash = str(_plain(record.workload.as_json())[0])
+        shash = workload_hash(record.workload)
         done.setdefault(shash, set()).add(json.dumps(_plain(record.trace.as_json()), sort_keys=True))
     return done
 
@@ -210,7 +210,7 @@ def _measure_task(out: Path, task: dict, candidates: list[dict], config, databas
     db_dir = out / config.name
     mod = _load_mod(out, task)
     workload = database.commit_workload(mod)
-    task["shash"] = str(_plain(workload.as_json())[0])
+    task["shash"] = workload_hash(workload)
     measured = done.get(task["shash"], set())
     todo = [c for c in candidates if json.dumps(c["trace"], sort_keys=True) not in measured]
     summary.skipped_already_measured += len(candidates) - len(todo)

@@ -35,6 +35,12 @@ def plain(value):
     return str(value)
 
 
+def workload_hash(workload) -> str:
+    """The structural hash a MetaSchedule JSON database files a workload under (the first field of its
+    workload line): the same for one task's module under different LLVM targets."""
+    return str(plain(workload.as_json())[0])
+
+
 def operator_of(mod) -> Operator:
     """The operator a task's IRModule computes: its SBlock names and parameter shapes."""
     import tvm

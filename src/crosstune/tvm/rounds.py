@@ -30,7 +30,7 @@ from .. import stopping
 from ..atomic import write_text as atomic_write_text
 from ..errors import CrosstuneError
 from .collect import repair_database_file
-from .convert import plain
+from .convert import workload_hash
 
 HEAD_START_OPTIONS = ("small-first-round", "one-program-tasks", "weighted-rounds", "early-stop", "light-first-round",
                       "online-trees", "light-search", "explore-on-stall", "lean-first-pass", "trimmed-first-round")
@@ -283,6 +283,7 @@ class Arm:
         if refusal:
             raise CrosstuneError(f"{self.dir}: {refusal}; give it another --out")
         self.database = self._open_database()
+        self._workload_keys: dict[int, str] = {}  # task index -> workload hash (workload_key)
         self.reused_trials = self._reconcile_with_database()
         self.cost_model, self.adapter, self.model = self._make_cost_model()
         self._round_candidates: list = []
@@ -343,11 +344,10 @@ class Arm:
         by_workload: dict[str, list[float]] = {}
         for record in records:
             latency = float(np.mean([float(s) for s in record.run_secs])) if record.run_secs else float("inf")
-            by_workload.setdefault(str(plain(record.workload.as_json())[0]), []).append(latency)
+            by_workload.setdefault(workload_hash(record.workload), []).append(latency)
         added = 0
-        for task, context in zip(self.state["tasks"], self.contexts):
-            key = str(plain(self.database.commit_workload(context.mod).as_json())[0])
-            latencies = by_workload.get(key, [])
+        for index, task in enumerate(self.state["tasks"]):
+            latencies = by_workload.get(self.workload_key(index), [])
             if len(latencies) > task["trials"]:
                 added += len(latencies) - task["trials"]
                 task["trials"] = len(latencies)
@@ -369,8 +369,7 @@ class Arm:
         from .seeds import read_seed_database
 
         seeds = read_seed_database(self.settings.seeds_from)
-        held = sum(1 for context in self.contexts
-                   if str(plain(self.database.commit_workload(context.mod).as_json())[0]) in seeds.by_workload)
+        held = sum(1 for index in range(len(self.contexts)) if self.workload_key(index) in seeds.by_workload)
         if not held:
             raise CrosstuneError(f"--seeds-from {self.settings.seeds_from}: holds none of the {len(self.contexts)} "
                                  f"tuned tasks (a database of another network?)")
@@ -385,8 +384,13 @@ class Arm:
         task = self.state["tasks"][index]
         if self.seeds is None or task["rounds"] > 0 or task["trials"] > 0:
             return []
-        workload = self.database.commit_workload(self.contexts[index].mod)
-        return self.seeds.traces(str(plain(workload.as_json())[0]), self.settings.seeds_per_task)
+        return self.seeds.traces(self.workload_key(index), self.settings.seeds_per_task)
+
+    def workload_key(self, index: int) -> str:
+        """The task's workload hash in the arm's database (committed there on first use)."""
+        if index not in self._workload_keys:
+            self._workload_keys[index] = workload_hash(self.database.commit_workload(self.contexts[index].mod))
+        return self._workload_keys[index]
 
     def _make_cost_model(self):
         from tvm.s_tir import meta_schedule as ms

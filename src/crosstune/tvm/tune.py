@@ -87,12 +87,12 @@ def _measure_seeds(seeds, per_task: int, budget: int, contexts, weights, databas
     within ``budget`` trials; ``best`` and ``curve`` take them in. Returns the trials measured and a note.
     They reach MetaSchedule's search through the database (its evolutionary search starts from the best
     measured programs); the cost model learns from the search's own rounds, as it would without seeds."""
-    from .convert import plain
+    from .convert import workload_hash
     from .seeds import measure_seeds
 
     measured = not_replayed = tasks = 0
     for index, context in enumerate(contexts):
-        shash = str(plain(database.commit_workload(context.mod).as_json())[0])
+        shash = workload_hash(database.commit_workload(context.mod))
         traces = seeds.traces(shash, min(per_task, budget - measured))
         if not traces:
             continue
