@@ -876,6 +876,10 @@ def test_tune_compare_refuses_bad_options_with_one_line(capsys, tmp_path):
 
     assert main([*common, "--out", str(tmp_path / "x"), "--arms", "xgb", "--seeds-from", str(MS_DB)]) == 2
     assert "--seeds-from seeds the crosstune arm" in capsys.readouterr().err
+    assert main([*common, "--out", str(tmp_path / "own"), "--seeds-from", str(tmp_path / "own" / "xgb")]) == 2
+    err = capsys.readouterr().err
+    assert "inside this run's --out" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "own").exists()
 
 
 def test_tune_compare_says_whether_a_given_model_saw_the_tuned_configuration(tmp_path, tiny_dataset):
