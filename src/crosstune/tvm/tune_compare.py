@@ -103,15 +103,16 @@ class CompareSettings:
                 raise CrosstuneError("--seeds-from seeds the crosstune arm; add it to --arms")
             if self.seeds_per_task < 1:
                 raise CrosstuneError("--seeds-per-task must be at least 1")
-            if Path(self.out).resolve() in (Path(self.seeds_from).resolve(), *Path(self.seeds_from).resolve().parents):
+            # an absolute path: the arm's saved settings must name the same database when resumed from elsewhere
+            seeds_from = Path(self.seeds_from).resolve()
+            if seeds_from.is_relative_to(Path(self.out).resolve()):
                 # an arm of this run measured those programs on this machine for this configuration: seeding
                 # from them would report the target's own tuning as a head start
                 raise CrosstuneError(f"--seeds-from {self.seeds_from} is inside this run's --out {self.out}; seed "
                                      "from a database tuned elsewhere")
             if not self.report_only:  # a finished run is reported without its seed database
                 read_seed_database(self.seeds_from)  # a bad folder fails here, before any tuning
-            # an absolute path: the arm's saved settings must name the same database when resumed from elsewhere
-            self.seeds_from = str(Path(self.seeds_from).resolve())
+            self.seeds_from = str(seeds_from)
 
 
 def crosstune_arm_name(head_start: list[str], search: SearchSettings | None = None) -> str:
